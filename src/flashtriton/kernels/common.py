@@ -1,0 +1,144 @@
+"""Helpers shared by every attention kernel: the dot product, the visible-key ranges, the score
+transform (scale, softcap, ALiBi, masks, all in log2 units) and the online-softmax step.
+
+Scores are carried in log2 units: ``s2 = s * log2(e)``, so that ``exp(s - m) == exp2(s2 - m2)``
+and the kernels use the cheaper ``exp2``. On the plain path the softmax scale and log2(e) fold
+into one multiply.
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+def is_interpreting() -> bool:
+    """True when Triton kernels run under the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def dot_flags(dtype, allow_tf32: bool) -> dict:
+    """Compile-time flags for :func:`mma`.
+
+    ``UPCAST_BF16``: the interpreter's ``tl.dot`` on bfloat16 tiles is wrong (Triton 3.6), so
+    under the interpreter bfloat16 tiles are upcast to float32 first. That is exact: products of
+    bfloat16 numbers are exact in float32. The GPU path never upcasts.
+    ``PRECISION``: float32 inputs compute in true fp32 (``"ieee"``) unless the user allows tf32.
+    """
+    import torch
+
+    return {
+        "UPCAST_BF16": is_interpreting() and dtype == torch.bfloat16,
+        "PRECISION": "tf32" if (dtype == torch.float32 and allow_tf32) else "ieee",
+    }
+
+
+@triton.jit
+def mma(a, b, acc, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    """``acc + a @ b`` with float32 accumulation; every kernel's dot goes through here."""
+    if UPCAST_BF16:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        if a.dtype == tl.float32:
+            return tl.dot(a, b, acc, input_precision=PRECISION)
+        else:
+            return tl.dot(a, b, acc)
+
+
+@triton.jit
+def inner_ranges(x0, x_len, n_inner, shift, left, right,
+                 BLOCK_X: tl.constexpr, BLOCK: tl.constexpr,
+                 HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """Split the inner loop of an outer tile ``[x0, x0 + BLOCK_X)`` into three block-aligned parts.
+
+    Outer index x sees inner index y iff ``x + shift - left <= y <= x + shift + right`` (each side
+    only when its flag is set) and ``0 <= y < n_inner``. Returns ``(lo, a, b, hi)``: blocks in
+    ``[lo, a)`` and ``[b, hi)`` need masking, blocks in ``[a, b)`` are visible to every outer row
+    and lie wholly inside ``n_inner``. Blocks outside ``[lo, hi)`` are skipped, never loaded.
+    The forward uses (rows, keys, shift=offset, left, right); the dK/dV pass uses the transpose
+    (keys, rows, shift=-offset, left=right, right=left).
+    """
+    x_last = tl.minimum(x0 + BLOCK_X, x_len) - 1
+    lo = 0
+    hi = n_inner
+    lo_full = 0
+    hi_full = (n_inner // BLOCK) * BLOCK
+    if HAS_LEFT:
+        lo = tl.maximum(x0 + shift - left, 0)
+        lo_full = tl.maximum(x_last + shift - left, 0)
+    if HAS_RIGHT:
+        hi = tl.minimum(x_last + shift + right + 1, n_inner)
+        hi_full = tl.minimum(hi_full, tl.maximum(x0 + shift + right + 1, 0))
+    lo = (lo // BLOCK) * BLOCK
+    hi_up = tl.cdiv(hi, BLOCK) * BLOCK
+    a = tl.minimum(tl.maximum(tl.cdiv(lo_full, BLOCK) * BLOCK, lo), hi_up)
+    b = tl.minimum(tl.maximum((hi_full // BLOCK) * BLOCK, a), hi_up)
+    return lo, a, b, hi
+
+
+@triton.jit
+def tanh(x):
+    """tanh from exp2, exact enough in fp32 and available under the interpreter."""
+    e = tl.exp2(x * (-2.0 * 1.4426950408889634))
+    return 2.0 / (1.0 + e) - 1.0
+
+
+@triton.jit
+def scores_log2(qk, offs_m, offs_n, seqlen_q, seqlen_k, shift, left, right,
+                qk_scale, softcap, slope, p_mask,
+                MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr):
+    """Raw ``q @ k^T`` tile ([BLOCK_M, BLOCK_N], fp32) to scores in log2 units.
+
+    ``qk_scale`` is ``scale * log2(e)``, or ``scale / softcap`` with softcap (then ``softcap``
+    carries ``softcap * log2(e)``). ``slope`` is the ALiBi slope times log2(e). ``MASK_KIND``:
+    0 no attn_mask, 1 boolean (True keeps), 2 additive float. ``MASKED`` applies the sequence
+    bounds and the causal/window limits; unmasked tiles skip all comparisons.
+    """
+    if HAS_SOFTCAP:
+        s = softcap * tanh(qk * qk_scale)
+    else:
+        s = qk * qk_scale
+    if HAS_ALIBI:
+        rel = offs_n[None, :] - (offs_m[:, None] + shift)
+        s = s - slope * tl.abs(rel).to(tl.float32)
+    if MASK_KIND != 0:
+        in_bounds = (offs_m[:, None] < seqlen_q) & (offs_n[None, :] < seqlen_k)
+        if MASK_KIND == 1:
+            keep = tl.load(p_mask, mask=in_bounds, other=0)
+            s = tl.where(keep != 0, s, float("-inf"))
+        else:
+            bias = tl.load(p_mask, mask=in_bounds, other=0.0).to(tl.float32)
+            s = s + bias * 1.4426950408889634
+    if MASKED:
+        valid = offs_n[None, :] < seqlen_k
+        if HAS_RIGHT:
+            valid = valid & (offs_n[None, :] <= offs_m[:, None] + shift + right)
+        if HAS_LEFT:
+            valid = valid & (offs_n[None, :] >= offs_m[:, None] + shift - left)
+        s = tl.where(valid, s, float("-inf"))
+    return s
+
+
+@triton.jit
+def softmax_step(s, m_i, l_i, GUARD: tl.constexpr):
+    """One online-softmax step on a tile of log2 scores ``s`` ([BLOCK_M, BLOCK_N]).
+
+    Returns ``(p, alpha, m_new, l_new)``: unnormalised probabilities, the factor that rescales
+    the running accumulator, the new running max and running sum. ``GUARD`` protects rows that
+    have seen only ``-inf`` so far (fully masked): their max stays ``-inf`` and p is 0, not NaN.
+    """
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if GUARD:
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = tl.exp2(s - m_use[:, None])
+    alpha = tl.exp2(m_i - m_use)
+    l_new = l_i * alpha + tl.sum(p, 1)
+    return p, alpha, m_new, l_new

@@ -1,0 +1,48 @@
+"""Shared test helpers: the tolerance rule of STYLE.md, case ids, devices and poisoning."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from flashtriton.kernels.common import is_interpreting
+
+# Tests run on the GPU natively, or on CPU tensors under the Triton interpreter.
+DEVICE = "cuda" if (torch.cuda.is_available() and not is_interpreting()) else "cpu"
+# FLASHTRITON_LARGE=1 turns on the larger shapes (meant for the GPU).
+LARGE = os.environ.get("FLASHTRITON_LARGE", "0") not in ("", "0")
+
+# Rounding floor per dtype: what one rounding of an O(1) result to that dtype can lose.
+FLOOR = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 2e-5, torch.float64: 1e-10}
+
+
+def assert_close(ours, ref64, lowp, *, factor=2.0, name="out"):
+    """Pass when ``max|ours - ref64| <= factor * max|lowp - ref64| + floor`` (STYLE.md).
+
+    ``ref64`` is the float64 truth, ``lowp`` the same computation by PyTorch in the input dtype.
+    Use ``factor=3`` for gradients. NaN anywhere in ``ours`` fails.
+    """
+    assert ours.shape == ref64.shape, f"{name}: shape {tuple(ours.shape)} != {tuple(ref64.shape)}"
+    ours64 = ours.detach().to(torch.float64).cpu()
+    ref = ref64.detach().to(torch.float64).cpu()
+    low = lowp.detach().to(torch.float64).cpu()
+    assert not torch.isnan(ours64).any(), f"{name}: NaN in result"
+    finite = torch.isfinite(ref)
+    assert torch.equal(torch.isfinite(ours64), finite), f"{name}: inf pattern differs from reference"
+    err = (ours64 - ref)[finite].abs().max().item() if finite.any() else 0.0
+    torch_err = (low - ref)[finite].abs().max().item() if finite.any() else 0.0
+    floor = FLOOR[ours.dtype] * max(1.0, ref[finite].abs().max().item() if finite.any() else 1.0)
+    bound = factor * torch_err + floor
+    assert err <= bound, (f"{name}: max|ours-ref64|={err:.3e} > {factor}*max|torch_lowp-ref64|"
+                          f"={torch_err:.3e} (x{factor}) + floor {floor:.3e}")
+
+
+def poison_like(t: torch.Tensor) -> torch.Tensor:
+    """A tensor shaped like ``t`` filled with NaN, so that an unwritten element fails a test."""
+    return torch.full_like(t, float("nan"))
+
+
+def randn(*shape, dtype, scale=1.0, device=None, requires_grad=False):
+    x = torch.randn(*shape, dtype=torch.float32, device=device or DEVICE) * scale
+    return x.to(dtype).requires_grad_(requires_grad)
