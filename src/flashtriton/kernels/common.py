@@ -8,18 +8,13 @@ into one multiply.
 
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 
+from flashtriton.configs import is_interpreting  # noqa: F401  (re-exported for kernels)
+
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
-
-
-def is_interpreting() -> bool:
-    """True when Triton kernels run under the CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def dot_flags(dtype, allow_tf32: bool) -> dict:
@@ -89,12 +84,15 @@ def tanh(x):
 
 
 @triton.jit
-def scores_log2(qk, offs_m, offs_n, seqlen_q, seqlen_k, shift, left, right,
+def scores_log2(qk, qi, kj, seqlen_q, seqlen_k, shift, left, right,
                 qk_scale, softcap, slope, p_mask,
                 MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr):
-    """Raw ``q @ k^T`` tile ([BLOCK_M, BLOCK_N], fp32) to scores in log2 units.
+    """Raw ``q @ k^T`` tile (fp32) to scores in log2 units.
 
+    ``qi`` and ``kj`` are the query and key indices, shaped to broadcast against the tile
+    (``offs_m[:, None]``, ``offs_n[None, :]`` for a [queries, keys] tile, or the transpose for the
+    [keys, queries] tiles of the dK/dV pass); ``p_mask`` is the attn_mask pointer tile likewise.
     ``qk_scale`` is ``scale * log2(e)``, or ``scale / softcap`` with softcap (then ``softcap``
     carries ``softcap * log2(e)``). ``slope`` is the ALiBi slope times log2(e). ``MASK_KIND``:
     0 no attn_mask, 1 boolean (True keeps), 2 additive float. ``MASKED`` applies the sequence
@@ -105,10 +103,9 @@ def scores_log2(qk, offs_m, offs_n, seqlen_q, seqlen_k, shift, left, right,
     else:
         s = qk * qk_scale
     if HAS_ALIBI:
-        rel = offs_n[None, :] - (offs_m[:, None] + shift)
-        s = s - slope * tl.abs(rel).to(tl.float32)
+        s = s - slope * tl.abs(kj - (qi + shift)).to(tl.float32)
     if MASK_KIND != 0:
-        in_bounds = (offs_m[:, None] < seqlen_q) & (offs_n[None, :] < seqlen_k)
+        in_bounds = (qi < seqlen_q) & (kj < seqlen_k)
         if MASK_KIND == 1:
             keep = tl.load(p_mask, mask=in_bounds, other=0)
             s = tl.where(keep != 0, s, float("-inf"))
@@ -116,11 +113,11 @@ def scores_log2(qk, offs_m, offs_n, seqlen_q, seqlen_k, shift, left, right,
             bias = tl.load(p_mask, mask=in_bounds, other=0.0).to(tl.float32)
             s = s + bias * 1.4426950408889634
     if MASKED:
-        valid = offs_n[None, :] < seqlen_k
+        valid = (kj < seqlen_k) & (qi < seqlen_q)
         if HAS_RIGHT:
-            valid = valid & (offs_n[None, :] <= offs_m[:, None] + shift + right)
+            valid = valid & (kj <= qi + shift + right)
         if HAS_LEFT:
-            valid = valid & (offs_n[None, :] >= offs_m[:, None] + shift - left)
+            valid = valid & (kj >= qi + shift - left)
         s = tl.where(valid, s, float("-inf"))
     return s
 

@@ -1,0 +1,120 @@
+"""Launch parameters: the attention options as one frozen dataclass, and the tuned block configs.
+
+Every tuned entry says which benchmark run chose it. Users override a config through the
+``config=`` argument of the launchers, never by editing these tables at run time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+
+LOG2E = 1.4426950408889634
+
+
+def is_interpreting() -> bool:
+    """True when Triton kernels run under the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class AttnParams:
+    """What the kernels need to know besides the tensors.
+
+    Query i sees key j iff ``i + shift - window_left <= j <= i + shift + window_right`` (a side
+    is unlimited when its window is -1), where ``shift = seqlen_k - seqlen_q`` when
+    ``bottom_right`` (flash-attn's alignment, per sequence for varlen) else 0 (torch SDPA's).
+    Causal is ``window_right = 0``.
+    """
+
+    softmax_scale: float
+    window_left: int = -1
+    window_right: int = -1
+    bottom_right: bool = True
+    softcap: float = 0.0
+    allow_tf32: bool = False
+    shift_extra: int = 0
+
+    @property
+    def has_left(self) -> bool:
+        return self.window_left >= 0
+
+    @property
+    def has_right(self) -> bool:
+        return self.window_right >= 0
+
+    @property
+    def qk_scale_log2(self) -> float:
+        """Multiplier from raw q·k to the kernels' score: log2 units, or tanh's argument."""
+        if self.softcap > 0:
+            return self.softmax_scale / self.softcap
+        return self.softmax_scale * LOG2E
+
+    @property
+    def softcap_log2(self) -> float:
+        return self.softcap * LOG2E
+
+    @property
+    def scale_ds(self) -> float:
+        """dS (natural units) to dQ/dK multiplier."""
+        return self.softmax_scale
+
+
+def make_params(head_dim: int, softmax_scale=None, causal=False, window_size=(-1, -1),
+                bottom_right=True, softcap=0.0, allow_tf32=False) -> AttnParams:
+    left, right = (int(window_size[0]), int(window_size[1]))
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    return AttnParams(softmax_scale=scale, window_left=left, window_right=right,
+                      bottom_right=bottom_right, softcap=float(softcap), allow_tf32=allow_tf32)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+# Forward configs keyed by head-dim bucket (<=64, <=128, <=256). Source: initial choice from the
+# Triton 3.6 sweep recorded in SPEC.md §4 (BLOCK_M 128, BLOCK_N 64, 4 warps, 2 stages at d128;
+# BLOCK_N 128, 3 stages at d64); 256 halves BLOCK_N to fit shared memory. Re-tuned entries will
+# name their bench/results file.
+_FWD = {
+    64: KernelConfig(128, 128, 4, 3),
+    128: KernelConfig(128, 64, 4, 2),
+    256: KernelConfig(128, 32, 8, 2),
+}
+_FWD_FP32 = KernelConfig(64, 32, 4, 2)  # fp32 tiles are twice the bytes
+_BWD = {
+    64: KernelConfig(64, 64, 4, 2),
+    128: KernelConfig(64, 64, 4, 2),
+    256: KernelConfig(32, 32, 4, 1),
+}
+# Small tiles under the interpreter: each program is simulated element by element on the CPU.
+_INTERPRET = KernelConfig(16, 16, 4, 1)
+
+
+def _bucket(head_dim: int) -> int:
+    return 64 if head_dim <= 64 else (128 if head_dim <= 128 else 256)
+
+
+def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+    if is_interpreting():
+        return _INTERPRET
+    if dtype == torch.float32:
+        return _FWD_FP32
+    return _FWD[_bucket(head_dim)]
+
+
+def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+    if is_interpreting():
+        return _INTERPRET
+    if dtype == torch.float32:
+        return KernelConfig(32, 32, 4, 1)
+    return _BWD[_bucket(head_dim)]

@@ -1,0 +1,363 @@
+"""The backward: delta preprocess, a dK/dV kernel and a dQ kernel. No atomics: every gradient
+element is written by exactly one program, so gradients are bitwise deterministic.
+
+P is recomputed block by block from Q, K and the stored LSE: ``p = exp2(s2 - lse * log2(e))``.
+With ``delta = rowsum(dO * O)``: ``dV = Pᵀ dO``, ``dP = dO Vᵀ``, ``dS = P ∘ (dP − delta)``,
+``dK = scale · dSᵀ Q``, ``dQ = scale · dS K`` (times ``1 − tanh²`` under softcap).
+The dK/dV kernel owns one K/V block and walks the query blocks that see it, for every query head
+of its group (GQA sums over the group inside the program); it works on transposed [keys, queries]
+tiles so that no register tile is transposed. The dQ kernel owns one Q block and walks the keys.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from flashtriton.configs import AttnParams, bwd_config
+from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2, tanh)
+
+
+@triton.jit
+def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
+                    stride_dob, stride_dom, stride_doh, stride_lb, stride_lh,
+                    nheads, seqlen_q_max, HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr,
+                    BLOCK_M: tl.constexpr, IS_VARLEN: tl.constexpr):
+    """delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] (float32)."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+    else:
+        q_start = 0
+        seqlen_q = seqlen_q_max
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_DV)
+    mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM_V)
+    rows = (q_start + offs_m).to(tl.int64)
+    b64 = b.to(tl.int64)
+    o = tl.load(O + b64 * stride_ob + h * stride_oh + rows[:, None] * stride_om + offs_d[None, :],
+                mask=mask, other=0.0).to(tl.float32)  # [BLOCK_M, BLOCK_DV]
+    do = tl.load(DO + b64 * stride_dob + h * stride_doh + rows[:, None] * stride_dom
+                 + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+    delta = tl.sum(o * do, 1)
+    tl.store(DELTA + b64 * stride_lb + h * stride_lh + q_start + offs_m, delta,
+             mask=offs_m < seqlen_q)
+
+
+@triton.jit
+def _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+                stride_qm, stride_dom, stride_mm, m_start, m_end, offs_n, offs_dqk, offs_dv,
+                seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
+                MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
+                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    """Accumulate dK, dV ([BLOCK_N, D]) over query blocks ``[m_start, m_end)``."""
+    offs_mb = tl.arange(0, BLOCK_M)
+    for start_m in range(m_start, m_end, BLOCK_M):
+        offs_m = start_m + offs_mb
+        mask_m = offs_m < seqlen_q
+        q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :],
+                    mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_M, BLOCK_DQK]
+        do = tl.load(p_do + offs_m[:, None] * stride_dom + offs_dv[None, :],
+                     mask=mask_m[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_M, BLOCK_DV]
+        lse = tl.load(p_lse + offs_m, mask=mask_m, other=0.0)
+        lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+        delta = tl.load(p_delta + offs_m, mask=mask_m, other=0.0)
+        qkt = mma(k, tl.trans(q), tl.zeros([k.shape[0], BLOCK_M], dtype=tl.float32),
+                  UPCAST_BF16, PRECISION)  # [BLOCK_N, BLOCK_M]
+        st = scores_log2(qkt, offs_m[None, :], offs_n[:, None], seqlen_q, seqlen_k, shift, left,
+                         right, qk_scale, softcap, slope, p_mask + offs_m[None, :] * stride_mm,
+                         MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
+        pt = tl.exp2(st - lse2[None, :])  # [BLOCK_N, BLOCK_M]
+        dv = mma(pt.to(do.dtype), do, dv, UPCAST_BF16, PRECISION)
+        dpt = mma(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], dtype=tl.float32),
+                  UPCAST_BF16, PRECISION)  # [BLOCK_N, BLOCK_M]
+        dst = pt * (dpt - delta[None, :])
+        if HAS_SOFTCAP:
+            t = tanh(qkt * qk_scale)
+            dst = dst * (1.0 - t * t)
+        dk = mma(dst.to(q.dtype), q, dk, UPCAST_BF16, PRECISION)
+    return dk, dv
+
+
+@triton.heuristics({
+    "EVEN_DQK": lambda a: a["HEAD_DIM_QK"] == a["BLOCK_DQK"],
+})
+@triton.jit
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
+                   stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
+                   stride_vb, stride_vn, stride_vh, stride_dob, stride_dom, stride_doh,
+                   stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+                   stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
+                   nheads, nheads_k, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
+                   qk_scale, softcap, slope_scale, ds_scale,
+                   HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                   BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
+                   HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
+                   IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr,
+                   UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads_k
+    h_k = pid_bh % nheads_k
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        seqlen_q = seqlen_q_max
+        k_start = 0
+        seqlen_k = seqlen_k_max
+    n0 = pid_n * BLOCK_N
+    if n0 >= seqlen_k:
+        return
+    shift = shift_extra
+    if BOTTOM_RIGHT:
+        shift = shift + seqlen_k - seqlen_q
+
+    b64 = b.to(tl.int64)
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    offs_dqk = tl.arange(0, BLOCK_DQK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    rows_k = (k_start + offs_n).to(tl.int64)
+    mask_n = offs_n < seqlen_k
+    k = tl.load(K + b64 * stride_kb + h_k * stride_kh + rows_k[:, None] * stride_kn
+                + offs_dqk[None, :], mask=mask_n[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK),
+                other=0.0)  # [BLOCK_N, BLOCK_DQK]
+    v = tl.load(V + b64 * stride_vb + h_k * stride_vh + rows_k[:, None] * stride_vn
+                + offs_dv[None, :], mask=mask_n[:, None] & (offs_dv[None, :] < HEAD_DIM_V),
+                other=0.0)  # [BLOCK_N, BLOCK_DV]
+    dk = tl.zeros([BLOCK_N, BLOCK_DQK], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+
+    # key j is seen by query i iff j - shift - right <= i <= j - shift + left
+    lo, a, bb, hi = inner_ranges(n0, seqlen_k, seqlen_q, -shift, right, left,
+                                 BLOCK_N, BLOCK_M, HAS_RIGHT, HAS_LEFT)
+    for g in range(0, group):
+        h = h_k * group + g
+        slope = 0.0
+        if HAS_ALIBI:
+            slope = tl.load(SLOPES + b * stride_sb + h).to(tl.float32) * slope_scale
+        q_off = q_start.to(tl.int64)
+        p_q = Q + b64 * stride_qb + h.to(tl.int64) * stride_qh + q_off * stride_qm
+        p_do = DO + b64 * stride_dob + h.to(tl.int64) * stride_doh + q_off * stride_dom
+        p_lse = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_off
+        p_delta = DELTA + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_off
+        p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_n[:, None] * stride_mn
+        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+                             stride_qm, stride_dom, stride_mm, a, bb, offs_n, offs_dqk, offs_dv,
+                             seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, False, HAS_LEFT, HAS_RIGHT,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+                             stride_qm, stride_dom, stride_mm, lo, a, offs_n, offs_dqk, offs_dv,
+                             seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+                             stride_qm, stride_dom, stride_mm, bb, hi, offs_n, offs_dqk, offs_dv,
+                             seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+
+    dk = dk * ds_scale
+    tl.store(DK + b64 * stride_dkb + h_k * stride_dkh + rows_k[:, None] * stride_dkn
+             + offs_dqk[None, :], dk.to(DK.dtype.element_ty),
+             mask=mask_n[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK))
+    tl.store(DV + b64 * stride_dvb + h_k * stride_dvh + rows_k[:, None] * stride_dvn
+             + offs_dv[None, :], dv.to(DV.dtype.element_ty),
+             mask=mask_n[:, None] & (offs_dv[None, :] < HEAD_DIM_V))
+
+
+@triton.jit
+def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+              n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
+              shift, left, right, qk_scale, softcap, slope,
+              HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_N: tl.constexpr,
+              MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+              HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
+              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    """Accumulate dQ ([BLOCK_M, D]) over key blocks ``[n_start, n_end)``."""
+    offs_nb = tl.arange(0, BLOCK_N)
+    for start_n in range(n_start, n_end, BLOCK_N):
+        offs_n = start_n + offs_nb
+        mask_n = offs_n < seqlen_k
+        k = tl.load(p_k + offs_n[:, None] * stride_kn + offs_dqk[None, :],
+                    mask=mask_n[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_N, BLOCK_DQK]
+        v = tl.load(p_v + offs_n[:, None] * stride_vn + offs_dv[None, :],
+                    mask=mask_n[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_N, BLOCK_DV]
+        qk = mma(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
+                 UPCAST_BF16, PRECISION)  # [BLOCK_M, BLOCK_N]
+        s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left,
+                        right, qk_scale, softcap, slope, p_mask + offs_n[None, :] * stride_mn,
+                        MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
+        p = tl.exp2(s - lse2[:, None])
+        dp = mma(do, tl.trans(v), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
+                 UPCAST_BF16, PRECISION)
+        ds = p * (dp - delta[:, None])
+        if HAS_SOFTCAP:
+            t = tanh(qk * qk_scale)
+            ds = ds * (1.0 - t * t)
+        dq = mma(ds.to(k.dtype), k, dq, UPCAST_BF16, PRECISION)
+    return dq
+
+
+@triton.heuristics({
+    "EVEN_DQK": lambda a: a["HEAD_DIM_QK"] == a["BLOCK_DQK"],
+})
+@triton.jit
+def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K,
+                 stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
+                 stride_vb, stride_vn, stride_vh, stride_dob, stride_dom, stride_doh,
+                 stride_dqb, stride_dqm, stride_dqh,
+                 stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
+                 nheads, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
+                 qk_scale, softcap, slope_scale, ds_scale,
+                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                 BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
+                 HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
+                 IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr,
+                 UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    num_m = tl.num_programs(0)
+    pid_m = tl.program_id(0)
+    if HAS_RIGHT:
+        pid_m = num_m - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    h_k = h // group
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        seqlen_q = seqlen_q_max
+        k_start = 0
+        seqlen_k = seqlen_k_max
+    m0 = pid_m * BLOCK_M
+    if m0 >= seqlen_q:
+        return
+    shift = shift_extra
+    if BOTTOM_RIGHT:
+        shift = shift + seqlen_k - seqlen_q
+
+    b64 = b.to(tl.int64)
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_dqk = tl.arange(0, BLOCK_DQK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    rows = (q_start + offs_m).to(tl.int64)
+    mask_m = offs_m < seqlen_q
+    q = tl.load(Q + b64 * stride_qb + h * stride_qh + rows[:, None] * stride_qm + offs_dqk[None, :],
+                mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_M, BLOCK_DQK]
+    do = tl.load(DO + b64 * stride_dob + h * stride_doh + rows[:, None] * stride_dom
+                 + offs_dv[None, :], mask=mask_m[:, None] & (offs_dv[None, :] < HEAD_DIM_V),
+                 other=0.0)  # [BLOCK_M, BLOCK_DV]
+    lse = tl.load(LSE + b64 * stride_lb + h * stride_lh + q_start + offs_m, mask=mask_m, other=0.0)
+    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
+    delta = tl.load(DELTA + b64 * stride_lb + h * stride_lh + q_start + offs_m, mask=mask_m,
+                    other=0.0)
+    slope = 0.0
+    if HAS_ALIBI:
+        slope = tl.load(SLOPES + b * stride_sb + h).to(tl.float32) * slope_scale
+    p_k = K + b64 * stride_kb + h_k.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_kn
+    p_v = V + b64 * stride_vb + h_k.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vn
+    p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_m[:, None] * stride_mm
+    dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
+
+    lo, a, bb, hi = inner_ranges(m0, seqlen_q, seqlen_k, shift, left, right,
+                                 BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                   a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
+                   qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                   lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
+                   qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                   bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
+                   qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+    dq = dq * ds_scale
+    tl.store(DQ + b64 * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm + offs_dqk[None, :],
+             dq.to(DQ.dtype.element_ty), mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK))
+
+
+def _pow2_dim(d: int) -> int:
+    return max(16, triton.next_power_of_2(d))
+
+
+def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None, alibi_slopes=None,
+             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+             config=None):
+    """Launch the three backward kernels. Layouts as ``attn_fwd``; returns ``(dq, dk, dv)``
+    shaped like q, k, v. ``dlse``: gradient of the returned lse, if any (dS gains ``P * dlse``,
+    which is the same as subtracting it from delta)."""
+    from flashtriton.kernels.fwd import _mask_args, _slope_args
+
+    varlen = cu_seqlens_q is not None
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    if varlen:
+        _, nheads, d = q.shape
+        nheads_k = k.shape[1]
+        batch = cu_seqlens_q.numel() - 1
+        seqlen_q, seqlen_k = max_seqlen_q, max_seqlen_k
+
+        def strides(t):
+            return (0, t.stride(0), t.stride(1))
+        sl = (0, lse.stride(0))
+    else:
+        batch, seqlen_q, nheads, d = q.shape
+        seqlen_k, nheads_k = k.shape[1], k.shape[2]
+
+        def strides(t):
+            return (t.stride(0), t.stride(1), t.stride(2))
+        sl = (lse.stride(0), lse.stride(1))
+    d_v = v.shape[-1]
+    delta = torch.empty_like(lse)
+    cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right)
+    mask_kind, mask, sm = _mask_args(attn_mask, q)
+    slopes, s_sb = _slope_args(alibi_slopes, q)
+    cu_q = cu_seqlens_q if varlen else q
+    cu_k = cu_seqlens_k if varlen else q
+    flags = dot_flags(q.dtype, params.allow_tf32)
+    pre_block = 64 if not flags["UPCAST_BF16"] and q.is_cuda else 16
+    _bwd_preprocess[(triton.cdiv(max(seqlen_q, 1), pre_block), batch * nheads)](
+        o, do, delta, cu_q, *strides(o), *strides(do), *sl, nheads, seqlen_q,
+        HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block, IS_VARLEN=varlen)
+    if dlse is not None:
+        delta = delta - torch.where(torch.isinf(lse), 0.0, dlse.float())
+    common = dict(
+        HEAD_DIM_QK=d, HEAD_DIM_V=d_v, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(d_v),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
+        HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
+        IS_VARLEN=varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
+    scalars = (params.shift_extra, params.window_left, params.window_right,
+               params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds)
+    _attn_bwd_dkdv[(triton.cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k)](
+        q, k, v, do, lse, delta, dk, dv, mask, slopes, cu_q, cu_k,
+        *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
+        *sl, *sm, s_sb, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k, *scalars,
+        **common)
+    _attn_bwd_dq[(triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)](
+        q, k, v, do, lse, delta, dq, mask, slopes, cu_q, cu_k,
+        *strides(q), *strides(k), *strides(v), *strides(do), *strides(dq),
+        *sl, *sm, s_sb, nheads, nheads // nheads_k, seqlen_q, seqlen_k, *scalars, **common)
+    return dq, dk, dv

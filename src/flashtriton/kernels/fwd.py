@@ -1,0 +1,226 @@
+"""The forward kernel: Q-block outer loop, online softmax in exp2, deferred normalisation, LSE out.
+
+One program owns BLOCK_M query rows of one (batch, head). Its Q tile is loaded once; the running
+max ``m``, running sum ``l`` and the output accumulator stay in registers while K/V tiles stream
+through; O is divided by ``l`` once and stored once, with the row log-sum-exp for the backward.
+The key loop is split (see ``common.inner_ranges``) into blocks that need masking (sequence end,
+causal diagonal, window edges) and blocks that do not, which run without any comparisons.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from flashtriton.configs import AttnParams, fwd_config
+from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2,
+                                        softmax_step)
+
+
+@triton.jit
+def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+               n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
+               shift, left, right, qk_scale, softcap, slope,
+               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+               BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+               HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
+               EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
+               UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not)."""
+    offs_nb = tl.arange(0, BLOCK_N)
+    for start_n in range(n_start, n_end, BLOCK_N):
+        offs_n = start_n + offs_nb
+        p_kt = p_k + offs_n[None, :] * stride_kn + offs_dqk[:, None]  # [BLOCK_DQK, BLOCK_N]
+        p_vt = p_v + offs_n[:, None] * stride_vn + offs_dv[None, :]   # [BLOCK_N, BLOCK_DV]
+        if MASKED or not EVEN_DQK:
+            kt = tl.load(p_kt, mask=(offs_n[None, :] < seqlen_k) & (offs_dqk[:, None] < HEAD_DIM_QK),
+                         other=0.0)
+        else:
+            kt = tl.load(p_kt)
+        qk = mma(q, kt, tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
+                 UPCAST_BF16, PRECISION)  # [BLOCK_M, BLOCK_N]
+        s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left, right, qk_scale,
+                        softcap, slope, p_mask + offs_n[None, :] * stride_mn, MASKED, HAS_LEFT,
+                        HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
+        p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, MASKED or MASK_KIND != 0)
+        if MASKED or not EVEN_DV:
+            v = tl.load(p_vt, mask=(offs_n[:, None] < seqlen_k) & (offs_dv[None, :] < HEAD_DIM_V),
+                        other=0.0)
+        else:
+            v = tl.load(p_vt)
+        acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST_BF16, PRECISION)
+    return acc, m_i, l_i
+
+
+@triton.heuristics({
+    "EVEN_DQK": lambda a: a["HEAD_DIM_QK"] == a["BLOCK_DQK"],
+    "EVEN_DV": lambda a: a["HEAD_DIM_V"] == a["BLOCK_DV"],
+})
+@triton.jit
+def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
+              stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
+              stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
+              stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
+              nheads, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
+              qk_scale, softcap, slope_scale,
+              HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+              BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
+              HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
+              IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
+              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    num_m = tl.num_programs(0)
+    pid_m = tl.program_id(0)
+    if HAS_RIGHT:  # longest-first: with a causal/right limit the last query tiles do the most work
+        pid_m = num_m - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    h_k = h // group
+
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        seqlen_q = seqlen_q_max
+        k_start = 0
+        seqlen_k = seqlen_k_max
+    m0 = pid_m * BLOCK_M
+    if m0 >= seqlen_q:
+        return
+    # query i sees key j iff i + shift - left <= j <= i + shift + right
+    shift = shift_extra
+    if BOTTOM_RIGHT:
+        shift = shift + seqlen_k - seqlen_q
+
+    b64 = b.to(tl.int64)
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_dqk = tl.arange(0, BLOCK_DQK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    p_q = Q + b64 * stride_qb + h.to(tl.int64) * stride_qh + q_start.to(tl.int64) * stride_qm
+    p_k = K + b64 * stride_kb + h_k.to(tl.int64) * stride_kh + k_start.to(tl.int64) * stride_kn
+    p_v = V + b64 * stride_vb + h_k.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vn
+    p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_m[:, None] * stride_mm
+
+    mask_q = (offs_m[:, None] < seqlen_q) & (offs_dqk[None, :] < HEAD_DIM_QK)
+    q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :], mask=mask_q, other=0.0)
+
+    slope = 0.0
+    if HAS_ALIBI:
+        slope = tl.load(SLOPES + b * stride_sb + h).to(tl.float32) * slope_scale
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+
+    lo, a, bb, hi = inner_ranges(m0, seqlen_q, seqlen_k, shift, left, right,
+                                 BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                               a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
+                               shift, left, right, qk_scale, softcap, slope,
+                               HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
+                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV,
+                               UPCAST_BF16, PRECISION)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                               lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
+                               shift, left, right, qk_scale, softcap, slope,
+                               HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
+                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV,
+                               UPCAST_BF16, PRECISION)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                               bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
+                               shift, left, right, qk_scale, softcap, slope,
+                               HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
+                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV,
+                               UPCAST_BF16, PRECISION)
+
+    # Rows that saw no key: l == 0 -> output 0, lse -inf.
+    seen = l_i > 0.0
+    l_safe = tl.where(seen, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    lse = tl.where(seen, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+
+    p_o = (O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_om
+           + offs_m[:, None] * stride_om + offs_dv[None, :])
+    tl.store(p_o, out.to(O.dtype.element_ty),
+             mask=(offs_m[:, None] < seqlen_q) & (offs_dv[None, :] < HEAD_DIM_V))
+    p_lse = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_start + offs_m
+    tl.store(p_lse, lse, mask=offs_m < seqlen_q)
+
+
+def _pow2_dim(d: int) -> int:
+    return max(16, triton.next_power_of_2(d))
+
+
+def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
+             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+             config=None):
+    """Launch the forward. Dense: q (B, Sq, H, D), k/v (B, Sk, Hk, D[v]); varlen: (total, H, D)
+    with ``cu_seqlens_*``. Last dims contiguous. Returns ``(o, lse)``: o like q with headdim_v,
+    lse float32 (B, H, Sq) or (H, total_q)."""
+    varlen = cu_seqlens_q is not None
+    if varlen:
+        total_q, nheads, d = q.shape
+        nheads_k = k.shape[1]
+        batch = cu_seqlens_q.numel() - 1
+        seqlen_q, seqlen_k = max_seqlen_q, max_seqlen_k
+        o = torch.empty((total_q, nheads, v.shape[-1]), dtype=q.dtype, device=q.device)
+        lse = torch.empty((nheads, total_q), dtype=torch.float32, device=q.device)
+        sq = (0, q.stride(0), q.stride(1))
+        sk = (0, k.stride(0), k.stride(1))
+        sv = (0, v.stride(0), v.stride(1))
+        so = (0, o.stride(0), o.stride(1))
+        sl = (0, lse.stride(0))
+    else:
+        batch, seqlen_q, nheads, d = q.shape
+        seqlen_k, nheads_k = k.shape[1], k.shape[2]
+        o = torch.empty((batch, seqlen_q, nheads, v.shape[-1]), dtype=q.dtype, device=q.device)
+        lse = torch.empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
+        sq = (q.stride(0), q.stride(1), q.stride(2))
+        sk = (k.stride(0), k.stride(1), k.stride(2))
+        sv = (v.stride(0), v.stride(1), v.stride(2))
+        so = (o.stride(0), o.stride(1), o.stride(2))
+        sl = (lse.stride(0), lse.stride(1))
+    dv = v.shape[-1]
+    cfg = config or fwd_config(q.dtype, d, params.has_right)
+    mask_kind, mask, sm = _mask_args(attn_mask, q)
+    slopes, s_sb = _slope_args(alibi_slopes, q)
+    cu_q = cu_seqlens_q if varlen else q
+    cu_k = cu_seqlens_k if varlen else q
+    grid = (triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)
+    _attn_fwd[grid](
+        q, k, v, o, lse, mask, slopes, cu_q, cu_k,
+        *sq, *sk, *sv, *so, *sl, *sm, s_sb,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.shift_extra,
+        params.window_left, params.window_right,
+        params.qk_scale_log2, params.softcap_log2, LOG2E,
+        HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(dv),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+        HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
+        HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
+        IS_VARLEN=varlen, **dot_flags(q.dtype, params.allow_tf32),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return o, lse
+
+
+def _mask_args(attn_mask, like):
+    """(kind, tensor, 4 strides) for the kernel. The mask is already broadcast (expand, stride 0)
+    to (B, H, Sq, Sk) by the caller; booleans are read as bytes, never copied."""
+    if attn_mask is None:
+        return 0, like, (0, 0, 0, 0)
+    if attn_mask.dtype == torch.bool:
+        return 1, attn_mask.view(torch.uint8), attn_mask.stride()
+    return 2, attn_mask, attn_mask.stride()
+
+
+def _slope_args(alibi_slopes, like):
+    if alibi_slopes is None:
+        return like, 0
+    return alibi_slopes, (alibi_slopes.stride(0) if alibi_slopes.dim() == 2 else 0)

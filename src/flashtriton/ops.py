@@ -1,0 +1,92 @@
+"""torch.library custom ops for the forward and backward, with fake (meta) kernels and autograd,
+so that autograd and ``torch.compile(fullgraph=True)`` see one opaque op each way.
+
+Options travel as plain scalars (the op schema allows no dataclasses); ``_params`` rebuilds the
+frozen ``AttnParams`` for the launchers.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from flashtriton.configs import AttnParams
+from flashtriton.kernels.bwd import attn_bwd
+from flashtriton.kernels.fwd import attn_fwd
+
+
+def _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
+    return AttnParams(softmax_scale=softmax_scale, window_left=window_left,
+                      window_right=window_right, bottom_right=bottom_right, softcap=softcap,
+                      allow_tf32=allow_tf32)
+
+
+@torch.library.custom_op("flashtriton::attn_fwd", mutates_args=(), device_types=("cuda", "cpu"))
+def attn_fwd_op(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
+                alibi_slopes: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
+                cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+                softmax_scale: float, window_left: int, window_right: int, bottom_right: bool,
+                softcap: float, allow_tf32: bool) -> tuple[Tensor, Tensor]:
+    params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32)
+    return attn_fwd(q, k, v, params, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
+                    cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+
+
+@attn_fwd_op.register_fake
+def _(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
+    if cu_seqlens_q is not None:
+        out = q.new_empty((q.shape[0], q.shape[1], v.shape[-1]))
+        lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    else:
+        out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[-1]))
+        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("flashtriton::attn_bwd", mutates_args=(), device_types=("cuda", "cpu"))
+def attn_bwd_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                dlse: Optional[Tensor], attn_mask: Optional[Tensor], alibi_slopes: Optional[Tensor],
+                cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+                max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, window_left: int,
+                window_right: int, bottom_right: bool, softcap: float,
+                allow_tf32: bool) -> tuple[Tensor, Tensor, Tensor]:
+    params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32)
+    if do.stride(-1) != 1:
+        do = do.contiguous()
+    return attn_bwd(do, q, k, v, o, lse, params, dlse=dlse, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
+                    cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+
+
+@attn_bwd_op.register_fake
+def _(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+      max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+_FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",
+             "max_seqlen_q", "max_seqlen_k", "softmax_scale", "window_left", "window_right",
+             "bottom_right", "softcap", "allow_tf32")
+
+
+def _setup_context(ctx, inputs, output):
+    args = dict(zip(_FWD_ARGS, inputs))
+    out, lse = output
+    ctx.save_for_backward(args["q"], args["k"], args["v"], out, lse, args["attn_mask"],
+                          args["alibi_slopes"], args["cu_seqlens_q"], args["cu_seqlens_k"])
+    ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:])
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k = ctx.saved_tensors
+    # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
+    dq, dk, dv = attn_bwd_op(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q, cu_k,
+                             *ctx.scalars)
+    return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
+
+
+attn_fwd_op.register_autograd(_backward, setup_context=_setup_context)
