@@ -46,3 +46,40 @@ def poison_like(t: torch.Tensor) -> torch.Tensor:
 def randn(*shape, dtype, scale=1.0, device=None, requires_grad=False):
     x = torch.randn(*shape, dtype=torch.float32, device=device or DEVICE) * scale
     return x.to(dtype).requires_grad_(requires_grad)
+
+
+def grads_of(out, inputs, grad_out):
+    return torch.autograd.grad(out, inputs, grad_out, allow_unused=True)
+
+
+def check_attention(fn_ours, fn_ref, inputs, *, grad=True, grad_out=None, names=("q", "k", "v")):
+    """Run ours and the reference (float64 truth and low-precision torch) on ``inputs``, compare
+    outputs (and gradients w.r.t. ``inputs`` when ``grad``) with the STYLE.md rule.
+
+    ``fn_ours(*inputs) -> out`` or a tuple whose first element is out; ``fn_ref(*inputs, upcast)``
+    likewise. Extra tuple elements (e.g. lse) are compared too (first-output gradient only).
+    """
+    ins = [t.detach().clone().requires_grad_(grad) for t in inputs]
+    ins64 = [t.detach().to(torch.float64).requires_grad_(grad) for t in inputs]
+    insl = [t.detach().clone().requires_grad_(grad) for t in inputs]
+
+    def as_tuple(x):
+        return x if isinstance(x, tuple) else (x,)
+
+    ours = as_tuple(fn_ours(*ins))
+    ref = as_tuple(fn_ref(*ins64, upcast=True))
+    low = as_tuple(fn_ref(*insl, upcast=False))
+    for i, (a, r, lo) in enumerate(zip(ours, ref, low)):
+        if a is None:
+            continue
+        assert_close(a, r, lo, name="out" if i == 0 else f"output[{i}]")
+    if not grad:
+        return ours
+    g = grad_out if grad_out is not None else torch.randn_like(ours[0])
+    g_ours = grads_of(ours[0], ins, g)
+    g_ref = grads_of(ref[0], ins64, g.to(torch.float64))
+    g_low = grads_of(low[0], insl, g)
+    for name, a, r, lo in zip(names, g_ours, g_ref, g_low):
+        assert a is not None, f"d{name}: no gradient"
+        assert_close(a, r, lo, factor=3.0, name=f"d{name}")
+    return ours

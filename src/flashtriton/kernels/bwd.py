@@ -19,6 +19,10 @@ from flashtriton.configs import AttnParams, bwd_config
 from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2, tanh)
 
 
+# Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
+# an element the kernels fail to write shows up as NaN.
+_empty = torch.empty
+
 @triton.jit
 def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
                     stride_dob, stride_dom, stride_doh, stride_lb, stride_lh,
@@ -310,9 +314,9 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     from flashtriton.kernels.fwd import _mask_args, _slope_args
 
     varlen = cu_seqlens_q is not None
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     if varlen:
         _, nheads, d = q.shape
         nheads_k = k.shape[1]
@@ -330,7 +334,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
             return (t.stride(0), t.stride(1), t.stride(2))
         sl = (lse.stride(0), lse.stride(1))
     d_v = v.shape[-1]
-    delta = torch.empty_like(lse)
+    delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
     cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right)
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)

@@ -1,0 +1,425 @@
+"""`flashtriton bench`: time flashtriton against its peers on the FlashAttention papers' grid.
+
+The grid holds batch·seqlen = 16384 tokens and heads·headdim = 2048 fixed, and sweeps head dim
+(64/128/256), sequence length (512…16384), causal or not, dtype (bf16, fp16) and pass (fwd, bwd,
+fwd+bwd). For every configuration the shared inputs are made once (`providers.make_inputs`); each
+provider in the registry is then set up, checked against the reference (check.py) and only then
+timed: the median of `triton.testing.do_bench`, and the peak CUDA memory of one call of the pass.
+A provider that cannot run a configuration is recorded as skipped with the reason; one that gives
+wrong results is recorded as wrong and not timed. Results go to a JSON file (results.py) and, when
+asked, to PNG plots (plots.py).
+
+Without a GPU the same path runs on CPU tensors with a wall-clock timer (for tests and dry runs);
+the run says so, and those numbers mean nothing for a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import platform
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from flashtriton.bench import check
+from flashtriton.bench.providers import (DTYPES, PROVIDERS, Inputs, Problem, Provider,
+                                         Unsupported, is_dynamo_fallback, make_inputs)
+from flashtriton.bench.results import META_KEYS, PASS_FACTOR, find_commit, make_row, row_status
+
+TOKENS = 16384  # batch * seqlen
+HIDDEN = 2048   # heads * headdim
+PASSES = tuple(PASS_FACTOR)
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """Which configurations to run; ``problems()`` expands them (dtype, causal, headdim, seqlen)."""
+    headdims: tuple[int, ...] = (64, 128, 256)
+    seqlens: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384)
+    dtypes: tuple[str, ...] = ("bf16", "fp16")
+    causal: tuple[bool, ...] = (False, True)
+    passes: tuple[str, ...] = PASSES
+    tokens: int = TOKENS
+    hidden: int = HIDDEN
+
+    def problems(self, device: str) -> list[Problem]:
+        return [Problem(batch=max(1, self.tokens // seqlen), heads=max(1, self.hidden // headdim),
+                        seqlen=seqlen, headdim=headdim, causal=causal, dtype=DTYPES[dtype],
+                        device=device)
+                for dtype in self.dtypes for causal in self.causal
+                for headdim in self.headdims for seqlen in self.seqlens]
+
+
+FULL = GridSpec()
+# About two minutes on an H200: the configurations of SPEC.md §4's peer table.
+QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
+                 causal=(False, True), passes=("fwd", "bwd"))
+
+
+@dataclass(frozen=True)
+class Timing:
+    device: str
+    warmup_ms: int = 25
+    rep_ms: int = 100
+
+
+def wall_clock_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float,
+                  grad_to_none=None) -> float:
+    """Median wall-clock time of ``fn`` in ms: the CPU stand-in for ``do_bench`` (same budget rule)."""
+    def clear():
+        for t in grad_to_none or ():
+            t.grad = None
+
+    start = time.perf_counter()
+    fn()
+    estimate = max((time.perf_counter() - start) * 1e3, 1e-3)
+    for _ in range(max(1, int(warmup_ms / estimate))):
+        clear()
+        fn()
+    times = []
+    for _ in range(max(1, int(rep_ms / estimate))):
+        clear()
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def bench_ms(fn: Callable[[], object], timing: Timing, grad_to_none=None) -> float:
+    if timing.device == "cuda":
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=timing.warmup_ms, rep=timing.rep_ms,
+                                             grad_to_none=grad_to_none, return_mode="median"))
+    return wall_clock_ms(fn, warmup_ms=timing.warmup_ms, rep_ms=timing.rep_ms,
+                         grad_to_none=grad_to_none)
+
+
+def peak_mib(runner, pass_name: str, device: str) -> float | None:
+    """Peak CUDA memory of one call of the pass, in MiB: the inputs (q, k, v, plus dout when there
+    is a backward) and everything the provider allocates (output, saved tensors, gradients,
+    workspace). A backward cannot run without its forward, so bwd is measured as fwd+bwd.
+    None on CPU."""
+    if device != "cuda":
+        return None
+    runner.clear_grads()
+    gc.collect()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    if pass_name == "fwd":
+        out = runner.fwd()
+        torch.cuda.synchronize()
+        del out
+    else:
+        runner.fwd_bwd()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    runner.clear_grads()
+    resident = list(runner.leaves) + ([] if pass_name == "fwd" else [runner.dout])
+    inputs = sum(t.numel() * t.element_size() for t in resident)
+    return (peak - base + inputs) / 2**20
+
+
+def classify(exc: BaseException, caught: list | None = None) -> tuple[str, str]:
+    """(status, note) for a provider that raised: "skipped" when it does not support the
+    configuration (refusal, missing feature, out of memory or resources, dynamo refusing to
+    recompile), "error" for anything else. Warnings caught during the call join the note (SDPA
+    explains its refusals in warnings)."""
+    text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    reasons = "; ".join(dict.fromkeys(str(w.message).strip().splitlines()[0] for w in caught or ()
+                                      if str(w.message).strip()))
+    name = type(exc).__name__
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+        status, text = "skipped", f"out of memory ({text})"
+    elif is_dynamo_fallback(exc):
+        status, text = "skipped", f"dynamo recompile limit hit; eager fallback refused ({text})"
+    elif isinstance(exc, (Unsupported, NotImplementedError)) or name == "OutOfResources":
+        status = "skipped"
+    elif "no available kernel" in str(exc).lower():
+        status = "skipped"
+    else:
+        status = "error"
+    note = f"{text} [{reasons}]" if reasons else text
+    return status, note[:400]
+
+
+def free_memory(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+class ProviderRun:
+    """Rows of one provider on one problem: setup, the correctness gate, then each pass."""
+
+    def __init__(self, provider: Provider, problem: Problem, inputs: Inputs,
+                 reference: Callable[[], check.Reference], passes: tuple[str, ...],
+                 timing: Timing):
+        self.provider, self.problem, self.inputs = provider, problem, inputs
+        self.reference, self.passes, self.timing = reference, passes, timing
+        self.outcome: dict[str, tuple[str, str]] = {}  # pass -> (status, note): not timed
+        self.note: str | None = None
+
+    def row(self, pass_name, **kw) -> dict:
+        p = self.problem
+        kw.setdefault("note", self.note)
+        return make_row(self.provider.name, pass_name, dtype=p.dtype_name, batch=p.batch,
+                        heads=p.heads, seqlen=p.seqlen, headdim=p.headdim, causal=p.causal, **kw)
+
+    def untimed(self, passes, status: str, note: str) -> None:
+        for pass_name in passes:
+            self.outcome.setdefault(pass_name, (status, note))
+
+    def rows(self) -> list[dict]:
+        if self.provider.needs_cuda and self.problem.device != "cuda":
+            return [self.row(p, status="skipped", note="needs a CUDA device") for p in self.passes]
+        runner = None
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    runner = self.provider.setup(self.problem, self.inputs)
+                except Exception as exc:  # noqa: BLE001  (recorded in the row)
+                    self.untimed(self.passes, *classify(exc, caught))
+            if runner is None:
+                return [self.row(p, status=s, note=n) for p, (s, n) in self.outcome.items()]
+            self.note = runner.note
+            with runner.context():
+                self.gate(runner)
+                return [self.timed_row(runner, p) for p in self.passes]
+        finally:
+            del runner
+            free_memory(self.problem.device)
+
+    def gate(self, runner) -> None:
+        """Check the output, and the gradients when a backward pass is to be timed."""
+        backward = [p for p in self.passes if p != "fwd"]
+        out = None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                runner.clear_grads()
+                out = runner.fwd()
+                failure = check.check_output(runner, out, self.problem, self.reference())
+                if failure:
+                    self.untimed(self.passes, "wrong", failure)
+            except Exception as exc:  # noqa: BLE001
+                self.untimed(self.passes, *classify(exc, caught))
+            if backward and out is not None and not self.outcome:
+                try:
+                    out.backward(runner.dout)
+                    failure = check.check_grads(runner, self.problem, self.reference())
+                    if failure:
+                        self.untimed(backward, "wrong", failure)
+                except Exception as exc:  # noqa: BLE001
+                    self.untimed(backward, *classify(exc, caught))
+        del out
+        runner.clear_grads()
+
+    def timed_row(self, runner, pass_name: str) -> dict:
+        if pass_name in self.outcome:
+            status, note = self.outcome[pass_name]
+            return self.row(pass_name, status=status, note=note)
+        fn = None
+        try:
+            peak = peak_mib(runner, pass_name, self.problem.device)
+            fn = runner.callable_for(pass_name)
+            grads = None if pass_name == "fwd" else list(runner.leaves)
+            ms = bench_ms(fn, self.timing, grad_to_none=grads)
+            return self.row(pass_name, ms=ms, peak_mib=peak)
+        except Exception as exc:  # noqa: BLE001
+            status, note = classify(exc)
+            return self.row(pass_name, status=status, note=note)
+        finally:
+            del fn
+            runner.clear_grads()
+
+
+def run_benchmark(spec: GridSpec, providers: list[Provider], timing: Timing,
+                  progress: Callable[[int, str], None] | None = None) -> list[dict]:
+    """Every (problem, provider, pass) of the grid, in run order, as result rows."""
+    from flashtriton.bench.report import describe_row
+
+    results = []
+    need_grads = any(p != "fwd" for p in spec.passes)
+    for problem in spec.problems(timing.device):
+        inputs = make_inputs(problem)
+        cache: list[check.Reference] = []
+
+        def reference(problem=problem, inputs=inputs, cache=cache) -> check.Reference:
+            if not cache:  # computed once per problem, and only if some provider runs
+                cache.append(check.reference_slices(problem, inputs, grads=need_grads))
+            return cache[0]
+
+        for provider in providers:
+            rows = ProviderRun(provider, problem, inputs, reference, spec.passes, timing).rows()
+            results.extend(rows)
+            if progress is not None:
+                for row in rows:
+                    progress(1, describe_row(row))
+        del inputs, cache
+        free_memory(timing.device)
+    return results
+
+
+def collect_meta(device: str) -> dict:
+    import triton
+
+    if device == "cuda":
+        gpu = torch.cuda.get_device_name()
+    else:
+        gpu = f"none: CPU wall-clock timing ({platform.processor() or platform.machine()})"
+    meta = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": find_commit()}
+    assert tuple(meta) == META_KEYS
+    return meta
+
+
+def _csv(kind):
+    """argparse type: a comma-separated list (``--seqlens 1024,4096``; spaces work too)."""
+    def parse(text: str):
+        try:
+            return [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s: {text!r}") from exc
+    return parse
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="a ~2 minute subset: headdim 128,64; seqlen 1024,4096,16384; bf16; "
+                             "fwd,bwd; causal both (options given explicitly still apply)")
+    parser.add_argument("--providers", nargs="+", type=_csv(str), metavar="NAME",
+                        help=f"providers to run (default: all): {', '.join(PROVIDERS)}")
+    parser.add_argument("--headdims", nargs="+", type=_csv(int), metavar="D")
+    parser.add_argument("--seqlens", nargs="+", type=_csv(int), metavar="S")
+    parser.add_argument("--dtypes", nargs="+", type=_csv(str), metavar="DTYPE",
+                        help=f"any of {', '.join(DTYPES)}")
+    parser.add_argument("--passes", nargs="+", type=_csv(str), metavar="PASS",
+                        help=f"any of {', '.join(PASSES)}")
+    parser.add_argument("--causal", choices=("both", "yes", "no"), default=None,
+                        help="causal masking: both (default), yes or no")
+    parser.add_argument("--tokens", type=int, default=None, help=f"batch*seqlen (default {TOKENS})")
+    parser.add_argument("--hidden", type=int, default=None, help=f"heads*headdim (default {HIDDEN})")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                        help="auto: cuda when available; cpu times with a wall clock (dry runs)")
+    parser.add_argument("--warmup-ms", type=int, default=25, help="do_bench warmup (ms)")
+    parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
+    parser.add_argument("--plots", type=Path, default=None, help="write PNG plots into this directory")
+    parser.add_argument("--plot-only", nargs="+", type=Path, default=None, metavar="JSON",
+                        help="do not benchmark: plot existing results file(s) into --plots")
+    parser.add_argument("--plain", action="store_true", help="plain-text output even if rich is installed")
+    parser.add_argument("--list", action="store_true", help="list the providers and exit")
+
+
+def _flat(values):
+    return None if values is None else tuple(x for group in values for x in group)
+
+
+def spec_from_args(args: argparse.Namespace) -> GridSpec:
+    """The grid the options ask for: --quick (or the full grid), then each explicit option."""
+    spec = QUICK if args.quick else FULL
+    changes = {}
+    for name in ("headdims", "seqlens", "dtypes", "passes"):
+        values = _flat(getattr(args, name))
+        if values:
+            changes[name] = values
+    if args.causal is not None:
+        changes["causal"] = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    for name in ("tokens", "hidden"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    spec = replace(spec, **changes)
+    bad = ([d for d in spec.dtypes if d not in DTYPES] + [p for p in spec.passes if p not in PASSES]
+           + [str(x) for x in spec.headdims + spec.seqlens if x <= 0])
+    if bad:
+        raise ValueError(f"bench: unknown or invalid values {bad} (dtypes: {list(DTYPES)}, "
+                         f"passes: {list(PASSES)}, head dims and seqlens positive)")
+    return spec
+
+
+def select_providers(names, registry: dict[str, Provider] | None = None) -> list[Provider]:
+    registry = PROVIDERS if registry is None else registry
+    names = _flat(names) or tuple(registry)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise ValueError(f"--providers: unknown {unknown}; known: {list(registry)}")
+    return [registry[n] for n in dict.fromkeys(names)]
+
+
+def resolve_device(choice: str) -> str:
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available")
+    return choice
+
+
+def make_plots(data: dict, out_dir: Path, console) -> list[Path]:
+    """Plots, or a message saying why there are none (matplotlib missing)."""
+    from flashtriton.bench import plots
+
+    try:
+        written = plots.plot_results(data, out_dir)
+    except plots.PlottingUnavailable as exc:
+        console.print(f"plots skipped: {exc}")
+        return []
+    console.print(f"plots: {len(written)} PNG files in {out_dir}")
+    return written
+
+
+def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = None) -> int:
+    from flashtriton.bench.report import make_console, summary_tables
+    from flashtriton.bench.results import merge_results, read_results, write_results
+
+    console = make_console(prefer_rich=not args.plain)
+    registry = PROVIDERS if registry is None else registry
+    if args.list:
+        for p in registry.values():
+            console.print(f"{p.name:<16} {p.label}{'  (CUDA only)' if p.needs_cuda else ''}")
+        return 0
+    if args.plot_only:
+        data = merge_results([read_results(p) for p in args.plot_only])
+        out_dir = args.plots or args.plot_only[0].with_suffix("").parent / (args.plot_only[0].stem + "-plots")
+        make_plots(data, out_dir, console)
+        return 0
+    try:
+        spec = spec_from_args(args)
+        providers = select_providers(args.providers, registry)
+        device = resolve_device(args.device)
+    except ValueError as exc:
+        console.print(f"flashtriton bench: {exc}")
+        return 2
+    timing = Timing(device=device, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
+    problems = spec.problems(device)
+    total = len(problems) * len(providers) * len(spec.passes)
+    if device == "cpu":
+        console.print("NOTE: timing on CPU with a wall-clock timer (no CUDA device): the numbers "
+                      "below are not GPU figures and peak memory is not measured.")
+    console.print(f"{len(problems)} configurations x {len(providers)} providers x "
+                  f"{len(spec.passes)} passes = {total} measurements on {device}")
+    with console.progress(total) as advance:
+        results = run_benchmark(spec, providers, timing, progress=advance)
+    meta = collect_meta(device)
+    for title, headers, rows in summary_tables(results, list(registry)):
+        console.table(title, headers, rows)
+    counts = {s: sum(row_status(r) == s for r in results) for s in ("ok", "skipped", "wrong", "error")}
+    console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    data = {"meta": meta, "results": results}
+    if args.out:
+        console.print(f"results: {write_results(args.out, meta, results)}")
+    if args.plots:
+        make_plots(data, args.plots, console)
+    return 0

@@ -1,0 +1,151 @@
+"""What `flashtriton bench` prints: a progress bar, one line per result, and the summary tables.
+
+Uses rich when it is installed and plain text otherwise (the GPU machine may lack it); rich is
+imported only when a console is made, never when flashtriton.bench is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Callable, Iterator
+
+from flashtriton.bench.results import row_status
+
+SHORT_STATUS = {"skipped": "skip", "wrong": "WRONG", "error": "error"}
+
+
+class PlainConsole:
+    """Plain-text output: every line is printed, progress as ``[i/total]`` prefixes."""
+    rich = False
+
+    def __init__(self, file=None):
+        self.file = file or sys.stdout
+
+    def print(self, text: str = "") -> None:
+        print(text, file=self.file, flush=True)
+
+    @contextlib.contextmanager
+    def progress(self, total: int) -> Iterator[Callable[[int, str], None]]:
+        done = [0]
+
+        def advance(steps: int, text: str) -> None:
+            done[0] += steps
+            self.print(f"[{done[0]}/{total}] {text}")
+
+        yield advance
+
+    def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+                  for i, h in enumerate(headers)]
+        self.print(title)
+        self.print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
+        self.print("  ".join("-" * w for w in widths))
+        for r in rows:
+            self.print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        self.print()
+
+
+class RichConsole:
+    """rich output: a live progress bar with result lines logged above it, and rich tables."""
+    rich = True
+
+    def __init__(self, file=None):
+        from rich.console import Console
+
+        self.console = Console(file=file, highlight=False)
+
+    def print(self, text: str = "") -> None:
+        self.console.print(text, markup=False)
+
+    @contextlib.contextmanager
+    def progress(self, total: int) -> Iterator[Callable[[int, str], None]]:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TimeRemainingColumn())
+        with Progress(*columns, console=self.console, transient=False) as bar:
+            task = bar.add_task("bench", total=total)
+
+            def advance(steps: int, text: str) -> None:
+                bar.console.print(text, markup=False, highlight=False)
+                bar.advance(task, steps)
+
+            yield advance
+
+    def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        from rich.table import Table
+
+        table = Table(title=title)
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="left" if i < 5 else "right")
+        for r in rows:
+            table.add_row(*r)
+        self.console.print(table)
+
+
+def make_console(prefer_rich: bool = True, file=None):
+    """A rich console when rich can be imported (and wanted), else a plain one."""
+    if prefer_rich:
+        try:
+            import rich  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            return RichConsole(file=file)
+    return PlainConsole(file=file)
+
+
+def describe_row(row: dict) -> str:
+    """One line for the progress log."""
+    config = (f"{row['provider']:<14} {row['pass']:<7} {row['dtype']} b{row['batch']} h{row['heads']}"
+              f" s{row['seqlen']} d{row['headdim']} {'causal' if row['causal'] else 'full'}")
+    status = row_status(row)
+    if status != "ok":
+        return f"{config}: {status.upper()} ({row.get('note', '')})"
+    mem = "" if row["peak_mib"] is None else f", {row['peak_mib']:.0f} MiB"
+    return f"{config}: {row['ms']:.3f} ms, {row['tflops']:.1f} TFLOP/s{mem}"
+
+
+def _cell(row: dict | None, key: str, fmt: str) -> str:
+    if row is None:
+        return ""
+    status = row_status(row)
+    if status != "ok":
+        return SHORT_STATUS[status]
+    return "n/a" if row[key] is None else format(row[key], fmt)
+
+
+def _grouped(results: list[dict]):
+    """Rows keyed by configuration (pass, dtype, causal, headdim, seqlen), then provider."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for row in results:
+        key = (row["pass"], row["dtype"], row["causal"], row["headdim"], row["seqlen"])
+        groups.setdefault(key, {})[row["provider"]] = row
+    return groups
+
+
+def summary_tables(results: list[dict], providers: list[str]) -> list[tuple[str, list, list]]:
+    """(title, headers, rows) for the TFLOP/s table and the peak-memory table; columns follow the
+    provider registry's order. The TFLOP/s table adds flashtriton / sdpa_cudnn (the speed target)."""
+    present = [p for p in providers if any(r["provider"] == p for r in results)]
+    present += sorted({r["provider"] for r in results} - set(present))
+    groups = _grouped(results)
+    keys = list(groups)  # in run order
+    config_headers = ["pass", "dtype", "causal", "d", "seqlen"]
+    ratio = "flashtriton" in present and "sdpa_cudnn" in present
+    speed_rows, mem_rows = [], []
+    for key in keys:
+        by_provider = groups[key]
+        config = [key[0], key[1], "yes" if key[2] else "no", str(key[3]), str(key[4])]
+        speed = [_cell(by_provider.get(p), "tflops", ".1f") for p in present]
+        if ratio:
+            ours, cudnn = by_provider.get("flashtriton"), by_provider.get("sdpa_cudnn")
+            ok = all(r is not None and r.get("tflops") for r in (ours, cudnn))
+            speed.append(f"{ours['tflops'] / cudnn['tflops']:.2f}x" if ok else "")
+        speed_rows.append(config + speed)
+        mem_rows.append(config + [_cell(by_provider.get(p), "peak_mib", ".0f") for p in present])
+    speed_headers = config_headers + present + (["ours/cuDNN"] if ratio else [])
+    return [("TFLOP/s (median of do_bench)", speed_headers, speed_rows),
+            ("peak memory (MiB, inputs included)", config_headers + present, mem_rows)]

@@ -1,0 +1,137 @@
+"""The results file of `flashtriton bench`: its schema, the FLOP count, and writing, reading and merging.
+
+Schema (fixed by the speed issue; plots and docs are regenerated from committed files)::
+
+    {"meta": {"gpu", "torch", "triton", "cuda", "date", "commit"},
+     "results": [{"provider", "pass", "dtype", "batch", "heads", "seqlen", "headdim", "causal",
+                  "ms", "tflops", "peak_mib"}, ...]}
+
+A row that was not timed has ``ms``/``tflops``/``peak_mib`` null and a ``status`` ("skipped": the
+provider does not support the configuration; "wrong": it failed the correctness gate; "error": it
+raised something unexpected) with a ``note`` saying why. Timed rows carry no ``status`` and may carry
+a ``note``. This module needs neither torch nor a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+META_KEYS = ("gpu", "torch", "triton", "cuda", "date", "commit")
+RESULT_KEYS = ("provider", "pass", "dtype", "batch", "heads", "seqlen", "headdim", "causal",
+               "ms", "tflops", "peak_mib")
+OPTIONAL_KEYS = ("status", "note")
+STATUSES = ("ok", "skipped", "wrong", "error")
+
+# FLOPs of each pass relative to the forward (the FlashAttention papers' convention).
+PASS_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
+
+
+def attention_flops(batch: int, heads: int, seqlen: int, headdim: int, causal: bool,
+                    pass_name: str) -> float:
+    """4·b·h·s²·d for the forward (two matmuls of 2·s²·d each per head), halved when causal,
+    ×2.5 for the backward and ×3.5 for forward + backward."""
+    flops = 4.0 * batch * heads * seqlen * seqlen * headdim
+    if causal:
+        flops /= 2
+    return flops * PASS_FACTOR[pass_name]
+
+
+def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: int, seqlen: int,
+             headdim: int, causal: bool, ms: float | None = None, peak_mib: float | None = None,
+             status: str = "ok", note: str | None = None) -> dict:
+    """One result row; ``tflops`` follows from ``ms`` and the FLOP count."""
+    if status not in STATUSES:
+        raise ValueError(f"status: expected one of {STATUSES}, got {status!r}")
+    tflops = None
+    if ms is not None and ms > 0:
+        tflops = attention_flops(batch, heads, seqlen, headdim, causal, pass_name) / (ms * 1e-3) / 1e12
+    row = {"provider": provider, "pass": pass_name, "dtype": dtype, "batch": batch, "heads": heads,
+           "seqlen": seqlen, "headdim": headdim, "causal": bool(causal),
+           "ms": ms, "tflops": tflops, "peak_mib": peak_mib}
+    if status != "ok":
+        row["status"] = status
+    if note:
+        row["note"] = note
+    return row
+
+
+def row_status(row: dict) -> str:
+    return row.get("status", "ok")
+
+
+def validate(data: dict) -> dict:
+    """Raise ``ValueError`` naming the first field that breaks the schema; return ``data``."""
+    if not isinstance(data, dict) or set(data) != {"meta", "results"}:
+        raise ValueError("results file: expected exactly the keys 'meta' and 'results'")
+    meta = data["meta"]
+    if not isinstance(meta, dict) or set(meta) != set(META_KEYS):
+        raise ValueError(f"meta: expected exactly the keys {META_KEYS}, got {sorted(meta)}")
+    for i, row in enumerate(data["results"]):
+        missing = [k for k in RESULT_KEYS if k not in row]
+        extra = [k for k in row if k not in RESULT_KEYS + OPTIONAL_KEYS]
+        if missing or extra:
+            raise ValueError(f"results[{i}]: missing {missing}, unexpected {extra}")
+        if row_status(row) not in STATUSES:
+            raise ValueError(f"results[{i}].status: expected one of {STATUSES}, got {row['status']!r}")
+        if row_status(row) == "ok" and row["ms"] is None:
+            raise ValueError(f"results[{i}]: a row without a status must carry ms")
+    return data
+
+
+def write_results(path: str | os.PathLike, meta: dict, results: list[dict]) -> Path:
+    path = Path(path)
+    data = validate({"meta": dict(meta), "results": list(results)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def read_results(path: str | os.PathLike) -> dict:
+    return validate(json.loads(Path(path).read_text()))
+
+
+def merge_results(datasets: list[dict]) -> dict:
+    """Several runs (e.g. the grid split over several commands) as one: the first file's meta, all
+    rows, a later row replacing an earlier one of the same provider, pass and configuration."""
+    if not datasets:
+        raise ValueError("merge_results: no results to merge")
+    rows = {}
+    for data in datasets:
+        for row in data["results"]:
+            rows[tuple(row[k] for k in RESULT_KEYS[:8])] = row
+    return {"meta": dict(datasets[0]["meta"]), "results": list(rows.values())}
+
+
+def find_commit(start: str | os.PathLike | None = None) -> str:
+    """The commit being benchmarked, read from ``FLASHTRITON_COMMIT`` or from the .git directory's
+    files (no git process is run); "unknown" when neither is there (e.g. a copied working tree)."""
+    env = os.environ.get("FLASHTRITON_COMMIT")
+    if env:
+        return env
+    here = Path(start or __file__).resolve()
+    for parent in [here, *here.parents]:
+        git = parent / ".git"
+        if git.is_dir():
+            return _read_head(git)
+    return "unknown"
+
+
+def _read_head(git: Path) -> str:
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        loose = git / ref
+        if loose.is_file():
+            return loose.read_text().strip()
+        packed = git / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0]
+    except OSError:
+        pass
+    return "unknown"

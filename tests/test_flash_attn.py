@@ -1,0 +1,137 @@
+"""flash_attn_func: forward, lse and all three gradients against the float64 reference."""
+
+import pytest
+import torch
+
+from flashtriton import flash_attn_func
+from flashtriton.reference import attention_ref
+from helpers import DEVICE, LARGE, check_attention, randn
+
+F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
+
+
+def case(b, sq, sk, h, hk, d, dv=None, dtype=F16, causal=False, **kw):
+    dv = dv or d
+    tag = f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}" + (f"-dv{dv}" if dv != d else "")
+    tag += f"-{str(dtype).split('.')[-1]}" + ("-causal" if causal else "")
+    tag += "".join(f"-{k}{v}" for k, v in kw.items())
+    return pytest.param(b, sq, sk, h, hk, d, dv, dtype, causal, kw, id=tag)
+
+
+CASES = [
+    case(1, 1, 1, 1, 1, 8),
+    case(2, 17, 17, 2, 2, 40, causal=True),
+    case(1, 63, 65, 2, 1, 64, dtype=BF16),
+    case(1, 65, 63, 4, 2, 80, dtype=F32, causal=True),
+    case(2, 127, 129, 3, 1, 16, 32, causal=True),
+    case(1, 129, 17, 2, 2, 64, dtype=BF16, causal=True),      # seqlen_q > seqlen_k: empty rows
+    case(1, 17, 129, 2, 2, 64, dtype=F32, causal=True),       # seqlen_q < seqlen_k
+    case(1, 33, 47, 2, 2, 128, 64, dtype=BF16),
+    case(1, 20, 24, 1, 1, 256, dtype=F16, causal=True),
+    case(1, 18, 21, 2, 2, 256, 128, dtype=F32),
+    case(1, 31, 31, 4, 4, 24, dtype=F16, scale=0.0),
+    case(1, 31, 40, 2, 1, 32, dtype=BF16, scale=-0.3),
+]
+if LARGE:
+    CASES += [
+        case(2, 239, 513, 4, 2, 128, dtype=BF16, causal=True),
+        case(2, 513, 239, 8, 1, 64, dtype=F16, causal=True),
+        case(1, 1024, 1024, 4, 4, 256, dtype=BF16),
+        case(2, 1000, 1531, 4, 2, 80, dtype=F16),
+        case(1, 777, 777, 2, 2, 40, dtype=F32, causal=True),
+    ]
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,dv,dtype,causal,kw", CASES)
+def test_forward_backward(b, sq, sk, h, hk, d, dv, dtype, causal, kw):
+    q = randn(b, sq, h, d, dtype=dtype)
+    k = randn(b, sk, hk, d, dtype=dtype)
+    v = randn(b, sk, hk, dv, dtype=dtype)
+    scale = kw.get("scale")
+
+    def ours(q, k, v):
+        out, lse, probs = flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
+                                          return_attn_probs=True)
+        assert probs is None
+        return out, lse
+
+    def ref(q, k, v, upcast):
+        return attention_ref(q, k, v, softmax_scale=scale, causal=causal, upcast=upcast)
+
+    check_attention(ours, ref, (q, k, v))
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16, F32])
+def test_noncontiguous_inputs_and_grad(dtype):
+    """q, k, v as views into one packed (B, S, 3, H, D) tensor; grad_out a transposed view."""
+    b, s, h, d = 2, 37, 3, 48
+    qkv = randn(b, s, 3, h, d, dtype=dtype)
+    q, k, v = qkv.unbind(2)
+    assert not q.is_contiguous()
+    g = randn(b, h, s, d, dtype=dtype).transpose(1, 2)
+    assert not g.is_contiguous()
+    check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=True),
+                    lambda q, k, v, upcast: attention_ref(q, k, v, causal=True, upcast=upcast)[0],
+                    (q, k, v), grad_out=g)
+
+
+def test_last_dim_not_contiguous_is_copied():
+    q = randn(1, 19, 2, 32, dtype=F16).transpose(1, 3).contiguous().transpose(1, 3)
+    assert q.stride(-1) != 1
+    k, v = randn(1, 23, 2, 32, dtype=F16), randn(1, 23, 2, 32, dtype=F16)
+    check_attention(lambda q, k, v: flash_attn_func(q, k, v),
+                    lambda q, k, v, upcast: attention_ref(q, k, v, upcast=upcast)[0], (q, k, v))
+
+
+def test_overflow_prone_fp16():
+    """Large logits (q x5, k x3) must not overflow: scores live in fp32, max-subtracted."""
+    q = randn(1, 65, 2, 64, dtype=F16, scale=5.0)
+    k = randn(1, 65, 2, 64, dtype=F16, scale=3.0)
+    v = randn(1, 65, 2, 64, dtype=F16)
+    check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=True),
+                    lambda q, k, v, upcast: attention_ref(q, k, v, causal=True, upcast=upcast)[0],
+                    (q, k, v))
+
+
+def test_rows_without_keys_are_zero_never_nan():
+    """Bottom-right causal with seqlen_q > seqlen_k: the first rows see no key."""
+    q = randn(1, 40, 2, 32, dtype=BF16, requires_grad=True)
+    k = randn(1, 9, 2, 32, dtype=BF16, requires_grad=True)
+    v = randn(1, 9, 2, 32, dtype=BF16, requires_grad=True)
+    out, lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    empty = 40 - 9
+    assert torch.equal(out[:, :empty], torch.zeros_like(out[:, :empty]))
+    assert torch.isneginf(lse[:, :, :empty]).all()
+    assert torch.isfinite(lse[:, :, empty:]).all()
+    out.backward(torch.randn_like(out))
+    assert torch.equal(q.grad[:, :empty], torch.zeros_like(q.grad[:, :empty]))
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+
+
+def test_backward_is_deterministic():
+    q = randn(2, 45, 4, 64, dtype=BF16, requires_grad=True)
+    k = randn(2, 51, 1, 64, dtype=BF16, requires_grad=True)
+    v = randn(2, 51, 1, 64, dtype=BF16, requires_grad=True)
+    g = torch.randn(2, 45, 4, 64, dtype=BF16, device=DEVICE)
+    runs = []
+    for _ in range(2):
+        out = flash_attn_func(q, k, v, causal=True)
+        runs.append(torch.autograd.grad(out, (q, k, v), g))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def test_lse_gradient():
+    """A loss that uses softmax_lse gets its gradient too (dS gains P * dlse)."""
+    q, k, v = (randn(1, 21, 2, 32, dtype=F32) for _ in range(3))
+
+    def ours(q, k, v):
+        out, lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+        return out.sum(-1) + lse.transpose(1, 2).exp().log()
+
+    def ref(q, k, v, upcast):
+        out, lse = attention_ref(q, k, v, causal=True, upcast=upcast)
+        return out.sum(-1) + lse.to(out.dtype).transpose(1, 2)
+
+    check_attention(ours, ref, (q, k, v))
