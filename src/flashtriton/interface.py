@@ -32,9 +32,9 @@ def _check_head_dim(name, d):
                          "8..256")
 
 
-def _check_qkv(q, k, v, ndim):
-    """Checks shared by the dense and varlen layouts: seq dim is -3, heads -2, headdim -1."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
+def _check_qkv(q, k, v, ndim, names=("q", "k", "v")):
+    """Checks shared by all layouts once in flash order: seq dim -3, heads -2, headdim -1."""
+    for name, t in zip(names, (q, k, v)):
         _check_tensor(name, t, ndim)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share a dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
@@ -164,7 +164,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (batch, heads, seq_q, seq_k); it is read block by block in the kernels, never expanded in
     memory. A query row whose keys are all masked gets output 0 (torch may give NaN there).
     """
-    _check_qkv(query, key, value, 4)
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(name, t, 4)
+    _check_qkv(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), 4,
+               ("query", "key", "value"))
     batch, nheads, seqlen_q, _ = query.shape
     nheads_k, seqlen_k = key.shape[1], key.shape[2]
     if key.shape[0] != batch:

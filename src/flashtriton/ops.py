@@ -65,7 +65,8 @@ def attn_bwd_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Ten
 @attn_bwd_op.register_fake
 def _(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
       max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    # contiguous, like the launcher's buffers (strides must match the real op's)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 _FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",

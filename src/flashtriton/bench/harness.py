@@ -141,10 +141,11 @@ def classify(exc: BaseException, caught: list | None = None) -> tuple[str, str]:
         status, text = "skipped", f"out of memory ({text})"
     elif is_dynamo_fallback(exc):
         status, text = "skipped", f"dynamo recompile limit hit; eager fallback refused ({text})"
-    elif isinstance(exc, (Unsupported, NotImplementedError)) or name == "OutOfResources":
+    elif (isinstance(exc, (Unsupported, NotImplementedError)) or name == "OutOfResources"
+          or "out of resource" in str(exc).lower()):
         status = "skipped"
-    elif "no available kernel" in str(exc).lower():
-        status = "skipped"
+    elif any(m in str(exc).lower() for m in ("no available kernel", "no viable backend")):
+        status = "skipped"  # SDPA refusing the configuration under a forced backend
     else:
         status = "error"
     note = f"{text} [{reasons}]" if reasons else text
@@ -244,8 +245,11 @@ class ProviderRun:
 
 
 def run_benchmark(spec: GridSpec, providers: list[Provider], timing: Timing,
-                  progress: Callable[[int, str], None] | None = None) -> list[dict]:
-    """Every (problem, provider, pass) of the grid, in run order, as result rows."""
+                  progress: Callable[[int, str], None] | None = None,
+                  checkpoint: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """Every (problem, provider, pass) of the grid, in run order, as result rows.
+    ``checkpoint(rows)`` is called after each problem (the CLI rewrites its JSON file there, so a
+    run cut short by a time limit keeps what it measured)."""
     from flashtriton.bench.report import describe_row
 
     results = []
@@ -267,6 +271,8 @@ def run_benchmark(spec: GridSpec, providers: list[Provider], timing: Timing,
                     progress(1, describe_row(row))
         del inputs, cache
         free_memory(timing.device)
+        if checkpoint is not None:
+            checkpoint(results)
     return results
 
 
@@ -392,7 +398,7 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         return 0
     if args.plot_only:
         data = merge_results([read_results(p) for p in args.plot_only])
-        out_dir = args.plots or args.plot_only[0].with_suffix("").parent / (args.plot_only[0].stem + "-plots")
+        out_dir = args.plots or args.plot_only[0].parent / (args.plot_only[0].stem + "-plots")
         make_plots(data, out_dir, console)
         return 0
     try:
@@ -410,10 +416,16 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
                       "below are not GPU figures and peak memory is not measured.")
     console.print(f"{len(problems)} configurations x {len(providers)} providers x "
                   f"{len(spec.passes)} passes = {total} measurements on {device}")
-    with console.progress(total) as advance:
-        results = run_benchmark(spec, providers, timing, progress=advance)
     meta = collect_meta(device)
-    for title, headers, rows in summary_tables(results, list(registry)):
+
+    def checkpoint(rows: list[dict]) -> None:
+        if args.out:
+            write_results(args.out, meta, rows)
+
+    with console.progress(total) as advance:
+        results = run_benchmark(spec, providers, timing, progress=advance, checkpoint=checkpoint)
+    timer = "median of do_bench" if device == "cuda" else "median wall clock, CPU: not GPU figures"
+    for title, headers, rows in summary_tables(results, list(registry), timer=timer):
         console.table(title, headers, rows)
     counts = {s: sum(row_status(r) == s for r in results) for s in ("ok", "skipped", "wrong", "error")}
     console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items()))

@@ -43,9 +43,8 @@ def _provider_styles(names: list[str]) -> dict[str, tuple[str, str]]:
         labels = {name: p.label for name, p in PROVIDERS.items()}
     except ImportError:  # plotting committed results without torch
         labels = {}
-    order = [n for n in labels if n in names] + sorted(set(names) - set(labels))
-    colours = [f"C{i % 10}" for i in range(len(order))]
-    return {n: (labels.get(n, n), c) for n, c in zip(order, colours)}
+    order = list(labels) + sorted(set(names) - set(labels))
+    return {n: (labels.get(n, n), f"C{i % 10}") for i, n in enumerate(order) if n in names}
 
 
 def _values(rows, key):

@@ -54,6 +54,8 @@ class RichConsole:
         from rich.console import Console
 
         self.console = Console(file=file, highlight=False)
+        if not self.console.is_terminal:  # piped to a log: wide enough for the provider columns
+            self.console.width = max(self.console.width, 160)
 
     def print(self, text: str = "") -> None:
         self.console.print(text, markup=False)
@@ -105,7 +107,8 @@ def describe_row(row: dict) -> str:
     if status != "ok":
         return f"{config}: {status.upper()} ({row.get('note', '')})"
     mem = "" if row["peak_mib"] is None else f", {row['peak_mib']:.0f} MiB"
-    return f"{config}: {row['ms']:.3f} ms, {row['tflops']:.1f} TFLOP/s{mem}"
+    speed = format(row["tflops"], ".1f" if row["tflops"] >= 1 else ".3g")
+    return f"{config}: {row['ms']:.3f} ms, {speed} TFLOP/s{mem}"
 
 
 def _cell(row: dict | None, key: str, fmt: str) -> str:
@@ -114,7 +117,9 @@ def _cell(row: dict | None, key: str, fmt: str) -> str:
     status = row_status(row)
     if status != "ok":
         return SHORT_STATUS[status]
-    return "n/a" if row[key] is None else format(row[key], fmt)
+    if row[key] is None:
+        return "n/a"
+    return format(row[key], fmt if abs(row[key]) >= 1 else ".3g")
 
 
 def _grouped(results: list[dict]):
@@ -126,9 +131,11 @@ def _grouped(results: list[dict]):
     return groups
 
 
-def summary_tables(results: list[dict], providers: list[str]) -> list[tuple[str, list, list]]:
-    """(title, headers, rows) for the TFLOP/s table and the peak-memory table; columns follow the
-    provider registry's order. The TFLOP/s table adds flashtriton / sdpa_cudnn (the speed target)."""
+def summary_tables(results: list[dict], providers: list[str], *,
+                   timer: str = "median of do_bench") -> list[tuple[str, list, list]]:
+    """(title, headers, rows) for the TFLOP/s table and, when memory was measured, the peak-memory
+    table; columns follow the provider registry's order. The TFLOP/s table adds
+    flashtriton / sdpa_cudnn (the speed target)."""
     present = [p for p in providers if any(r["provider"] == p for r in results)]
     present += sorted({r["provider"] for r in results} - set(present))
     groups = _grouped(results)
@@ -147,5 +154,7 @@ def summary_tables(results: list[dict], providers: list[str]) -> list[tuple[str,
         speed_rows.append(config + speed)
         mem_rows.append(config + [_cell(by_provider.get(p), "peak_mib", ".0f") for p in present])
     speed_headers = config_headers + present + (["ours/cuDNN"] if ratio else [])
-    return [("TFLOP/s (median of do_bench)", speed_headers, speed_rows),
-            ("peak memory (MiB, inputs included)", config_headers + present, mem_rows)]
+    tables = [(f"TFLOP/s ({timer})", speed_headers, speed_rows)]
+    if any(r.get("peak_mib") is not None for r in results):
+        tables.append(("peak memory (MiB, inputs included)", config_headers + present, mem_rows))
+    return tables

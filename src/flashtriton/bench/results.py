@@ -84,7 +84,9 @@ def write_results(path: str | os.PathLike, meta: dict, results: list[dict]) -> P
     path = Path(path)
     data = validate({"meta": dict(meta), "results": list(results)})
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n")
+    partial.replace(path)  # a reader never sees a half-written file
     return path
 
 

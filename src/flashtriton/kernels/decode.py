@@ -60,11 +60,15 @@ def decode_config(rows: int, head_dim_pad: int) -> DecodeConfig:
     return DecodeConfig(block_m=block_m, block_n=block_n, num_warps=4, num_stages=2)
 
 
-# Split-count heuristic (flash-attn's ``num_splits_heuristic``): pick the smallest split count
-# whose wave efficiency is within 85% of the best, with at least MIN_BLOCKS_PER_SPLIT key blocks
-# per split. No split at all once the grid already fills 80% of the SMs.
+# Split-count heuristic, after flash-attn's ``num_splits_heuristic``: a decode program is one
+# CTA of ``num_warps`` warps streaming K/V, and several fit on one SM, so the grid is measured in
+# slots = SMs x PROGRAMS_PER_SM. Pick the smallest split count whose wave efficiency
+# (waves / ceil(waves)) is within 85% of the best, with at least MIN_BLOCKS_PER_SPLIT key blocks
+# per split; no split once the unsplit grid fills 80% of the slots. PROGRAMS_PER_SM is an
+# estimate for 4-warp programs, to be checked with scripts/gpu_decode_bench.py's split sweep.
 MAX_SPLITS = 128
 MIN_BLOCKS_PER_SPLIT = 2
+PROGRAMS_PER_SM = 4
 INTERPRETER_SPLITS = 2  # no SMs to fill on CPU: a small fixed count still exercises the combine
 
 
@@ -73,14 +77,16 @@ def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def num_splits_heuristic(work: int, n_key_blocks: int, num_sms: int) -> int:
+def num_splits_heuristic(work: int, n_key_blocks: int, num_sms: int,
+                         programs_per_sm: int = PROGRAMS_PER_SM) -> int:
     """Splits for ``work`` = batch * nheads_k * row tiles programs over ``n_key_blocks`` blocks."""
-    max_splits = min(MAX_SPLITS, num_sms, max(1, n_key_blocks // MIN_BLOCKS_PER_SPLIT))
-    if work >= 0.8 * num_sms or max_splits <= 1:
+    slots = num_sms * programs_per_sm
+    max_splits = min(MAX_SPLITS, max(1, n_key_blocks // MIN_BLOCKS_PER_SPLIT))
+    if work >= 0.8 * slots or max_splits <= 1:
         return 1
 
     def efficiency(splits: int) -> float:
-        waves = work * splits / num_sms
+        waves = work * splits / slots
         return waves / math.ceil(waves)
 
     best = max(efficiency(s) for s in range(1, max_splits + 1))
@@ -154,7 +160,8 @@ def _kv_append(K_NEW, V_NEW, K, V, SEQLENS, TABLE, seqlen_cache, seqlen_new, cap
 
 @triton.jit
 def _decode_inner(acc, m_i, l_i, q, K, V, p_table_row, start, end,
-                  offs_i, offs_d, offs_dv, seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                  offs_i, offs_d, offs_dv, seqlen_q, seqlen_k, shift, left, right,
+                  qk_scale, softcap, slope,
                   stride_kb, stride_kn, stride_kd, stride_vb, stride_vn, stride_vd,
                   HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                   HEAD_DIM_PAD: tl.constexpr, HEAD_DIM_V_PAD: tl.constexpr,
@@ -186,8 +193,8 @@ def _decode_inner(acc, m_i, l_i, q, K, V, p_table_row, start, end,
                 v = tl.load(p_v, mask=offs_dv[None, :] < HEAD_DIM_V, other=0.0)
         # kt: [HEAD_DIM_PAD, BLOCK_N], v: [BLOCK_N, HEAD_DIM_V_PAD]
         qk = mma(q, kt, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), UPCAST_BF16, PRECISION)
-        s = scores_log2(qk, offs_i[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left, right,
-                        qk_scale, softcap, slope, None,
+        s = scores_log2(qk, offs_i[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift,
+                        left, right, qk_scale, softcap, slope, None,
                         MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, 0)
         p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, GUARD)  # p: [BLOCK_M, BLOCK_N]
         acc = acc * alpha[:, None]
@@ -374,7 +381,7 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
     stride_tb = block_table.stride(0) if paged else 0
 
     if seqlen_new > 0:
-        block_append = 16 if is_interpreting() else 64
+        block_append = 16  # new tokens are few; small tiles keep registers low
         grid = (triton.cdiv(seqlen_new, block_append), batch, nheads_k)
         _kv_append[grid](
             k_new, v_new, k_cache, v_cache, seqlens_arg, block_table,

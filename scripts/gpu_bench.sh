@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run `flashtriton bench` on the H200 and leave the JSON and plots under $OUT.
+#
+#   scripts/gpu_bench.sh [WHAT] [extra `flashtriton bench` options...]
+#
+# WHAT (default quick):
+#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both), ~2 min
+#   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
+#   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
+# Extra options pass through, e.g. `scripts/gpu_bench.sh d256 --dtypes fp16 --providers flashtriton,sdpa_cudnn`.
+#
+# Results: $OUT/<date>-<what>.json (rewritten after every configuration, so a run cut short keeps
+# what it measured) and $OUT/plots-<what>/*.png. Copy the JSON to bench/results/ to commit it;
+# `flashtriton bench --plot-only FILE... --plots DIR` regenerates the plots from it.
+# The working tree on the GPU machine has no .git: pass the commit as FLASHTRITON_COMMIT=<sha>.
+# Needs python3 with torch and triton; rich and matplotlib are optional (plain text / no plots).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WHAT="${1:-quick}"
+[ $# -gt 0 ] && shift
+OUT="${OUT:-out}"
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+PY="${PYTHON:-python3}"
+
+case "$WHAT" in
+  quick) GRID=(--quick) ;;
+  d64|d128|d256) GRID=(--headdims "${WHAT#d}") ;;
+  full) GRID=() ;;
+  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, d64, d128, d256, full)" >&2; exit 2 ;;
+esac
+
+STAMP="$(date -u +%Y-%m-%d)"
+JSON="$OUT/$STAMP-$WHAT.json"
+PLOTS="$OUT/plots-$WHAT"
+
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
+fi
+"$PY" - <<'PYEOF'
+import importlib.util, torch, triton
+print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, "
+      f"device: {torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
+for name in ("rich", "matplotlib"):
+    print(f"{name}: {'yes' if importlib.util.find_spec(name) else 'missing (degrades gracefully)'}")
+PYEOF
+
+"$PY" -m flashtriton.cli bench "${GRID[@]}" --out "$JSON" --plots "$PLOTS" "$@" 2>&1 | tee "$OUT/$STAMP-$WHAT.log"
+echo "results: $JSON"

@@ -1,0 +1,260 @@
+"""Compile a kernel for sm_90a on any machine (no GPU needed) and read its resources and SASS.
+
+A registry entry names a launcher call on small CPU tensors. The call runs with a stand-in
+Triton driver that reports an sm_90 target, and a compile hook that records each launch's
+kernel, signature, constexprs and alignment attributes instead of compiling and launching.
+So the kernel is specialised exactly as its launcher would specialise it on the GPU (block sizes,
+heuristics, 16-byte alignment), whatever its signature. Each recorded launch is then compiled
+with ``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` and read with the tools that
+Triton's wheel carries (``backends/nvidia/bin``): ``cuobjdump -res-usage`` (registers, local
+memory), ``ptxas -v`` (spill bytes) and ``cuobjdump -sass`` (instruction counts).
+
+The compile runs in a child process with ``TRITON_INTERPRET=0``: under the interpreter
+``@triton.jit`` makes interpreter objects that cannot be compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+COUNTED = ("HGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG")
+
+
+@dataclass(frozen=True)
+class SassEntry:
+    """``launch(dtype, head_dim, block_m, block_n)`` calls a launcher on CPU tensors; the
+    launches of ``kernel`` are compiled (the first one unless ``index`` says otherwise)."""
+
+    description: str
+    launch: Callable
+    kernel: str
+    index: int = 0
+
+
+def _qkv(dtype, head_dim, seqlen=256, heads=2):
+    import torch
+
+    shape = (1, seqlen, heads, head_dim)
+    return tuple(torch.empty(shape, dtype=dtype) for _ in range(3))
+
+
+def _ladder_launch(name):
+    def launch(dtype, head_dim, block_m, block_n):
+        from flashtriton.ladder import VARIANTS, LadderConfig
+
+        cfg = VARIANTS[name].default_config(dtype, head_dim)
+        if block_m or block_n:
+            cfg = LadderConfig(block_m or cfg.block_m, block_n or cfg.block_n, cfg.num_warps, cfg.num_stages)
+        VARIANTS[name].forward(*_qkv(dtype, head_dim), config=cfg)
+    return launch
+
+
+def _production_fwd(dtype, head_dim, block_m, block_n):
+    from flashtriton.configs import KernelConfig, fwd_config, make_params
+    from flashtriton.kernels.fwd import attn_fwd
+
+    cfg = fwd_config(dtype, head_dim, False)
+    cfg = KernelConfig(block_m or cfg.block_m, block_n or cfg.block_n, cfg.num_warps, cfg.num_stages)
+    attn_fwd(*_qkv(dtype, head_dim), make_params(head_dim), config=cfg)
+
+
+def _production_bwd(dtype, head_dim, block_m, block_n):
+    import torch
+
+    from flashtriton.configs import make_params
+    from flashtriton.kernels.bwd import attn_bwd
+
+    q, k, v = _qkv(dtype, head_dim)
+    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+    attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse, make_params(head_dim))
+
+
+# name -> entry. The production entries call the library's launchers (kernels/fwd.py, bwd.py);
+# if a launcher's signature changes, only its entry here changes.
+KERNELS: dict[str, SassEntry] = {
+    "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
+    "production_bwd_dkdv": SassEntry("backward dK/dV kernel (kernels/bwd.py)", _production_bwd, "_attn_bwd_dkdv"),
+    "production_bwd_dq": SassEntry("backward dQ kernel (kernels/bwd.py)", _production_bwd, "_attn_bwd_dq"),
+    "v1": SassEntry("ladder v1", _ladder_launch("v1"), "_ladder_v1_fwd"),
+    "v2": SassEntry("ladder v2", _ladder_launch("v2"), "_ladder_v2_fwd"),
+    "v2_kt": SassEntry("ladder v2_kt", _ladder_launch("v2_kt"), "_ladder_v2_kt_fwd"),
+    "v2_pad": SassEntry("ladder v2_pad", _ladder_launch("v2_pad"), "_ladder_v2_fwd"),
+}
+
+
+def tool(name: str) -> str:
+    """Path of a CUDA tool bundled with Triton's wheel."""
+    import triton
+
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{name}: not found at {path} (Triton's wheel ships it)")
+    return path
+
+
+def count_instructions(sass: str, names=COUNTED) -> dict[str, int]:
+    """Count SASS instructions by opcode (the part before the first dot; predicates ignored)."""
+    counts = Counter()
+    for line in sass.splitlines():
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+        if m:
+            counts[m.group(1)] += 1
+    return {n: counts.get(n, 0) for n in names}
+
+
+def parse_res_usage(text: str) -> dict[str, int]:
+    """``cuobjdump -res-usage`` line ``REG:128 STACK:0 SHARED:0 LOCAL:0 ...`` as a dict."""
+    return {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
+
+
+def parse_ptxas_spills(text: str) -> int:
+    """Spill bytes (stores + loads) from ``ptxas -v``; 0 when it reports none."""
+    return sum(int(a) + int(b) for a, b in
+               re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text))
+
+
+class _TargetOnlyDriver:
+    """A stand-in for Triton's active driver: an sm_90 target, no device behind it."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+
+def capture_launches(call: Callable) -> list[dict]:
+    """Run ``call`` with launches recorded, not compiled or run: kernel, signature, constexprs, attrs, options."""
+    from triton import knobs
+    from triton.runtime import driver
+
+    launches = []
+
+    def hook(*args, **kwargs):
+        c = kwargs["compile"]
+        launches.append({"fn": kwargs["fn"].jit_function, "name": kwargs["fn"].name, "signature": c["signature"],
+                         "constants": c["constants"], "attrs": c["configs"][0],
+                         "options": {k: c[k] for k in ("num_warps", "num_ctas", "num_stages", "enable_fp_fusion")}})
+        return True  # skip compile and launch
+
+    saved_hook = knobs.runtime.jit_cache_hook
+    saved_driver = driver._active  # None when no driver was made yet (reset_active needs a GPU)
+    driver.set_active(_TargetOnlyDriver())
+    knobs.runtime.jit_cache_hook = hook
+    try:
+        call()
+    finally:
+        knobs.runtime.jit_cache_hook = saved_hook
+        driver.set_active(saved_driver)
+    return launches
+
+
+def compile_launch(launch: dict) -> dict:
+    """Compile one recorded launch for sm_90a and report resources and instruction counts."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(launch["fn"], launch["signature"], launch["constants"], launch["attrs"])
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=launch["options"])
+    with tempfile.TemporaryDirectory() as d:
+        cubin, ptx = os.path.join(d, "k.cubin"), os.path.join(d, "k.ptx")
+        with open(cubin, "wb") as f:
+            f.write(compiled.asm["cubin"])
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        run = lambda *cmd: subprocess.run(cmd, capture_output=True, text=True, check=True)  # noqa: E731
+        res = parse_res_usage(run(tool("cuobjdump"), "-res-usage", cubin).stdout)
+        sass = run(tool("cuobjdump"), "-sass", cubin).stdout
+        ptxas = run(tool("ptxas"), "-v", "--gpu-name=sm_90a", ptx, "-o", os.path.join(d, "v.o"))
+    return {
+        "kernel": launch["name"], "arch": "sm_90a",
+        "num_warps": launch["options"]["num_warps"], "num_stages": launch["options"]["num_stages"],
+        "constexprs": {launch["fn"].arg_names[p[0]]: v for p, v in launch["constants"].items()
+                       if isinstance(v, (int, float, bool, str))},
+        "registers": res.get("REG", 0),
+        "shared_bytes": int(compiled.metadata.shared) + res.get("SHARED", 0),
+        "spill_bytes": parse_ptxas_spills(ptxas.stderr + ptxas.stdout),
+        "local_bytes": res.get("LOCAL", 0),
+        "stack_bytes": res.get("STACK", 0),
+        "instructions": count_instructions(sass),
+    }
+
+
+def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim: int = 128,
+                block_m: int | None = None, block_n: int | None = None) -> dict:
+    """Compile registry entry ``name`` in this process (needs TRITON_INTERPRET unset)."""
+    import torch
+
+    from flashtriton.kernels.common import is_interpreting
+
+    if is_interpreting():
+        raise RuntimeError("sass: cannot compile under TRITON_INTERPRET=1; use report_in_child()")
+    if name not in KERNELS:
+        raise ValueError(f"kernel: unknown {name!r}; known: {', '.join(KERNELS)}")
+    entry = KERNELS[name]
+    launches = [x for x in capture_launches(lambda: entry.launch(getattr(torch, dtype), head_dim, block_m, block_n))
+                if x["name"] == entry.kernel]
+    if len(launches) <= entry.index:
+        raise RuntimeError(f"sass: {name}'s launcher did not launch {entry.kernel} "
+                           f"(the registry entry needs updating)")
+    report = compile_launch(launches[entry.index])
+    report.update(entry=name, dtype=dtype, head_dim=head_dim)
+    return report
+
+
+def report_in_child(name="production_fwd", dtype="bfloat16", head_dim=128, block_m=None, block_n=None) -> dict:
+    """:func:`sass_report` in a fresh Python with TRITON_INTERPRET=0 (safe from tests and the interpreter)."""
+    cmd = [sys.executable, "-m", "flashtriton.cli", "sass", "--kernel", name, "--dtype", dtype,
+           "--headdim", str(head_dim), "--json", "--in-process"]
+    if block_m:
+        cmd += ["--block-m", str(block_m)]
+    if block_n:
+        cmd += ["--block-n", str(block_n)]
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"sass child failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout)
+
+
+def add_cli_arguments(parser) -> None:
+    parser.add_argument("--kernel", default="production_fwd", help=f"registry entry: {', '.join(KERNELS)}")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--headdim", type=int, default=128)
+    parser.add_argument("--block-m", type=int, default=None, help="default: the launcher's own")
+    parser.add_argument("--block-n", type=int, default=None, help="default: the launcher's own")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--list", action="store_true", help="list the registry and exit")
+    parser.add_argument("--in-process", action="store_true", help="compile here (TRITON_INTERPRET must be unset)")
+
+
+def run_cli(args) -> int:
+    if args.list:
+        for name, e in KERNELS.items():
+            print(f"{name:22s} {e.kernel:18s} {e.description}")
+        return 0
+    fn = sass_report if args.in_process else report_in_child
+    r = fn(args.kernel, args.dtype, args.headdim, args.block_m, args.block_n)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    print(f"{r['entry']} ({r['kernel']}, {r['dtype']}, head dim {r['head_dim']}, {r['num_warps']} warps, "
+          f"{r['num_stages']} stages) for {r['arch']}")
+    print(f"  registers {r['registers']}, shared {r['shared_bytes']:,} bytes, spills {r['spill_bytes']} bytes, "
+          f"local {r['local_bytes']} bytes")
+    print("  " + ", ".join(f"{k} {v}" for k, v in r["instructions"].items()))
+    return 0

@@ -1,0 +1,312 @@
+"""`flashtriton bench` on CPU: the registry, the FLOP count, the grid and --quick, the results file,
+the correctness gate, the timing path (naive provider, tiny shapes, wall-clock timer) and the plots.
+
+The GPU figures themselves come from scripts/gpu_bench.sh on the H200; nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from helpers import DEVICE
+
+from flashtriton.bench import check, harness, plots, report, results
+from flashtriton.bench.providers import (PROVIDERS, Problem, Provider, Unsupported, configure_dynamo,
+                                         is_dynamo_fallback, make_inputs, setup_naive)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# batch 2 x seqlen 32 = 64 tokens, heads 2 x headdim 16 = 32: milliseconds per call on CPU.
+TINY = ("--device", "cpu", "--tokens", "64", "--hidden", "32", "--headdims", "16", "--seqlens", "32",
+        "--dtypes", "bf16", "--warmup-ms", "1", "--rep-ms", "3", "--plain")
+TINY_SPEC = harness.GridSpec(headdims=(16,), seqlens=(32,), dtypes=("bf16",), causal=(False, True),
+                             passes=("fwd", "bwd", "fwd_bwd"), tokens=64, hidden=32)
+CPU_TIMING = harness.Timing(device="cpu", warmup_ms=1, rep_ms=3)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    harness.add_cli_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_registry_holds_the_six_providers():
+    assert list(PROVIDERS) == ["flashtriton", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "naive"]
+    assert {n for n, p in PROVIDERS.items() if p.needs_cuda} == {"sdpa_flash", "sdpa_cudnn",
+                                                                  "sdpa_efficient", "flex"}
+    assert all(callable(p.setup) and p.label for p in PROVIDERS.values())
+
+
+@pytest.mark.parametrize("causal, pass_name, factor", [
+    (False, "fwd", 1.0), (True, "fwd", 0.5), (False, "bwd", 2.5), (True, "bwd", 1.25),
+    (False, "fwd_bwd", 3.5), (True, "fwd_bwd", 1.75)])
+def test_flops_follow_the_papers(causal, pass_name, factor):
+    b, h, s, d = 1, 16, 16384, 128
+    expected = 4 * b * h * s * s * d * factor
+    assert results.attention_flops(b, h, s, d, causal, pass_name) == expected
+    row = results.make_row("x", pass_name, dtype="bf16", batch=b, heads=h, seqlen=s, headdim=d,
+                           causal=causal, ms=2.0)
+    assert row["tflops"] == pytest.approx(expected / 2e-3 / 1e12)
+
+
+def test_full_grid_is_the_papers_grid():
+    problems = harness.FULL.problems("cpu")
+    assert len(problems) == 6 * 3 * 2 * 2  # seqlens x headdims x causal x dtypes
+    assert all(p.batch * p.seqlen == 16384 and p.heads * p.headdim == 2048 for p in problems)
+    assert {p.headdim for p in problems} == {64, 128, 256}
+    assert sorted({p.seqlen for p in problems}) == [512, 1024, 2048, 4096, 8192, 16384]
+    assert {p.dtype for p in problems} == {torch.bfloat16, torch.float16}
+    assert {p.causal for p in problems} == {False, True}
+    assert harness.FULL.passes == ("fwd", "bwd", "fwd_bwd")
+    assert len(set(problems)) == len(problems)
+
+
+def test_quick_subset_and_overrides():
+    assert harness.spec_from_args(parse()) == harness.FULL
+    quick = harness.spec_from_args(parse("--quick"))
+    assert quick == harness.QUICK
+    assert (set(quick.headdims), quick.seqlens, quick.dtypes, quick.passes, set(quick.causal)) == (
+        {64, 128}, (1024, 4096, 16384), ("bf16",), ("fwd", "bwd"), {False, True})
+    assert len(quick.problems("cpu")) == 12
+    spec = harness.spec_from_args(parse("--quick", "--headdims", "64", "--seqlens", "512,1024", "2048",
+                                        "--causal", "yes"))
+    assert (spec.headdims, spec.seqlens, spec.causal, spec.dtypes) == ((64,), (512, 1024, 2048),
+                                                                       (True,), ("bf16",))
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="fp8"):
+        harness.spec_from_args(parse("--dtypes", "fp8"))
+    with pytest.raises(ValueError, match="nope"):
+        harness.select_providers([["naive", "nope"]])
+    assert harness.run_cli(parse(*TINY, "--providers", "nope")) == 2
+
+
+def test_results_file_schema_round_trip(tmp_path):
+    meta = dict.fromkeys(results.META_KEYS, "x")
+    ok = results.make_row("naive", "fwd", dtype="bf16", batch=2, heads=2, seqlen=32, headdim=16,
+                          causal=True, ms=0.5, peak_mib=1.5)
+    skipped = results.make_row("flex", "bwd", dtype="bf16", batch=2, heads=2, seqlen=32, headdim=16,
+                               causal=True, status="skipped", note="needs a CUDA device")
+    path = results.write_results(tmp_path / "sub" / "r.json", meta, [ok, skipped])
+    data = json.loads(path.read_text())
+    assert set(data) == {"meta", "results"} and set(data["meta"]) == set(results.META_KEYS)
+    assert list(data["results"][0]) == list(results.RESULT_KEYS)
+    assert data["results"][1]["status"] == "skipped" and data["results"][1]["ms"] is None
+    assert results.read_results(path) == data
+    with pytest.raises(ValueError, match="unexpected"):
+        results.validate({"meta": meta, "results": [dict(ok, extra=1)]})
+    with pytest.raises(ValueError, match="meta"):
+        results.validate({"meta": {"gpu": "x"}, "results": []})
+    merged = results.merge_results([data, {"meta": meta, "results": [dict(ok, ms=0.25)]}])
+    assert len(merged["results"]) == 2 and merged["results"][0]["ms"] == 0.25
+
+
+def test_cli_times_naive_on_cpu_and_says_so(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert harness.run_cli(parse(*TINY, "--providers", "naive", "--causal", "both",
+                                 "--passes", "fwd,bwd,fwd_bwd", "--out", str(out))) == 0
+    printed = capsys.readouterr().out
+    assert "timing on CPU" in printed and "not GPU figures" in printed
+    data = results.read_results(out)
+    assert data["meta"]["gpu"].startswith("none: CPU")
+    rows = data["results"]
+    assert len(rows) == 2 * 3  # causal x passes
+    for row in rows:
+        assert "status" not in row, row
+        assert row["ms"] > 0 and row["tflops"] > 0 and row["peak_mib"] is None
+        assert (row["batch"], row["heads"], row["seqlen"], row["headdim"]) == (2, 2, 32, 16)
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward, a backward that scales the gradient: right output, wrong gradients."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 1.5
+
+
+def _wrong_output(problem, inputs):
+    runner = setup_naive(problem, inputs)
+    forward = runner.forward
+    runner.forward = lambda: forward() * 1.1
+    return runner
+
+
+def _wrong_grads(problem, inputs):
+    runner = setup_naive(problem, inputs)
+    forward = runner.forward
+    runner.forward = lambda: _ScaleGrad.apply(forward())
+    return runner
+
+
+def _unsupported(problem, inputs):
+    raise Unsupported(f"headdim {problem.headdim} is not built")
+
+
+def _broken(problem, inputs):
+    runner = setup_naive(problem, inputs)
+
+    def forward():
+        raise RuntimeError("boom")
+
+    runner.forward = forward
+    return runner
+
+
+def test_gate_marks_wrong_providers_and_does_not_time_them():
+    registry = {
+        "naive": PROVIDERS["naive"],
+        "wrong_out": Provider("wrong_out", "wrong output", _wrong_output),
+        "wrong_grads": Provider("wrong_grads", "wrong gradients", _wrong_grads),
+        "unsupported": Provider("unsupported", "unsupported", _unsupported),
+        "broken": Provider("broken", "broken", _broken),
+        "gpu_only": Provider("gpu_only", "gpu only", setup_naive, needs_cuda=True),
+    }
+    spec = harness.GridSpec(**{**TINY_SPEC.__dict__, "causal": (True,)})
+    rows = harness.run_benchmark(spec, list(registry.values()), CPU_TIMING)
+    by = {(r["provider"], r["pass"]): r for r in rows}
+    assert len(rows) == len(registry) * 3
+    for pass_name in ("fwd", "bwd", "fwd_bwd"):
+        assert results.row_status(by["naive", pass_name]) == "ok"
+        wrong = by["wrong_out", pass_name]
+        assert wrong["status"] == "wrong" and wrong["ms"] is None and wrong["tflops"] is None
+        assert "max|ours-ref64|" in wrong["note"] and "torch_lowp" in wrong["note"]
+        assert by["unsupported", pass_name]["status"] == "skipped"
+        assert "not built" in by["unsupported", pass_name]["note"]
+        assert by["broken", pass_name]["status"] == "error" and "boom" in by["broken", pass_name]["note"]
+        assert by["gpu_only", pass_name]["status"] == "skipped"
+    # right output, wrong gradients: the forward is timed, the passes with a backward are not
+    assert results.row_status(by["wrong_grads", "fwd"]) == "ok" and by["wrong_grads", "fwd"]["ms"] > 0
+    for pass_name in ("bwd", "fwd_bwd"):
+        row = by["wrong_grads", pass_name]
+        assert row["status"] == "wrong" and row["ms"] is None and row["note"].startswith("dq")
+
+
+def test_a_refusing_backend_is_skipped_with_its_reason():
+    # SDPA's efficient backend has no CPU kernel: a real refusal, recorded the way a GPU refusal is
+    # (e.g. a head dim a backend was not built for).
+    provider = Provider("efficient_on_cpu", "SDPA efficient", PROVIDERS["sdpa_efficient"].setup)
+    spec = harness.GridSpec(**{**TINY_SPEC.__dict__, "causal": (False,), "passes": ("fwd",)})
+    (row,) = harness.run_benchmark(spec, [provider], CPU_TIMING)
+    assert row["status"] == "skipped" and row["ms"] is None
+    assert "backend" in row["note"] or "kernel" in row["note"], row["note"]
+
+
+def test_flashtriton_provider_passes_the_gate():
+    """The real flashtriton API through its provider (interpreted on CPU, native on a GPU):
+    output and gradients."""
+    problem = TINY_SPEC.problems(DEVICE)[1]  # causal
+    inputs = make_inputs(problem)
+    ref = check.reference_slices(problem, inputs, grads=True)
+    run = harness.ProviderRun(PROVIDERS["flashtriton"], problem, inputs, lambda: ref,
+                              ("fwd", "bwd"), CPU_TIMING)
+    runner = PROVIDERS["flashtriton"].setup(problem, inputs)
+    run.gate(runner)
+    assert run.outcome == {}, run.outcome
+
+
+def test_classify_unsupported_and_fallback():
+    assert harness.classify(torch.cuda.OutOfMemoryError("CUDA out of memory"))[0] == "skipped"
+    assert harness.classify(RuntimeError("No available kernel. Aborting execution."))[0] == "skipped"
+    assert harness.classify(NotImplementedError("backward"))[0] == "skipped"
+    status, note = harness.classify(RuntimeError("FailOnRecompileLimitHit: recompile limit hit"))
+    assert status == "skipped" and "eager fallback refused" in note
+    assert is_dynamo_fallback(RuntimeError("Hard failure due to fail_on_recompile_limit_hit"))
+    assert harness.classify(ValueError("something else"))[0] == "error"
+
+
+def test_flex_cannot_fall_back_to_eager_silently():
+    import torch._dynamo.config as dyn
+
+    made = configure_dynamo()
+    assert dyn.recompile_limit >= 2 * len(harness.FULL.problems("cpu"))  # every shape, mask or not
+    assert made["suppress_errors"] is False
+
+
+def _recorded_results() -> dict:
+    """A small results file as a GPU run writes it (made-up numbers, for plotting only)."""
+    rows = []
+    for provider, speed, mem in (("flashtriton", 400.0, 1.0), ("sdpa_cudnn", 380.0, 1.1),
+                                 ("naive", 60.0, 8.0)):
+        for pass_name in ("fwd", "bwd"):
+            for d in (64, 128):
+                for causal in (False, True):
+                    for s in (1024, 4096, 16384):
+                        b, h = 16384 // s, 2048 // d
+                        if provider == "naive" and s == 16384:
+                            rows.append(results.make_row(provider, pass_name, dtype="bf16", batch=b,
+                                                         heads=h, seqlen=s, headdim=d, causal=causal,
+                                                         status="skipped", note="out of memory"))
+                            continue
+                        flops = results.attention_flops(b, h, s, d, causal, pass_name)
+                        rows.append(results.make_row(provider, pass_name, dtype="bf16", batch=b,
+                                                     heads=h, seqlen=s, headdim=d, causal=causal,
+                                                     ms=flops / (speed * 1e12) * 1e3,
+                                                     peak_mib=mem * s))
+    meta = {"gpu": "NVIDIA H200", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0",
+            "date": "2026-11-29T00:00:00+00:00", "commit": "0" * 40}
+    return {"meta": meta, "results": rows}
+
+
+def _assert_pngs(paths, names):
+    assert sorted(p.name for p in paths) == sorted(names)
+    for p in paths:
+        data = p.read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 1000, p
+
+
+def test_plots_from_a_recorded_results_file(tmp_path):
+    data = _recorded_results()
+    path = results.write_results(tmp_path / "r.json", data["meta"], data["results"])
+    expected = ["tflops-bf16-fwd.png", "tflops-bf16-bwd.png", "memory-bf16.png"]
+    _assert_pngs(plots.plot_files([path], tmp_path / "plots"), expected)
+    import matplotlib.image
+
+    assert matplotlib.image.imread(tmp_path / "plots" / "memory-bf16.png").ndim == 3
+    # the CLI's plot-only entry regenerates them from the committed file
+    assert harness.run_cli(parse("--plot-only", str(path), "--plots", str(tmp_path / "again"),
+                                 "--plain")) == 0
+    _assert_pngs(list((tmp_path / "again").glob("*.png")), expected)
+
+
+def test_summary_table_shows_the_cudnn_ratio(capsys):
+    data = _recorded_results()
+    tables = report.summary_tables(data["results"], list(PROVIDERS))
+    title, headers, rows = tables[0]
+    assert headers[-1] == "ours/cuDNN" and rows[0][-1] == "1.05x"
+    mem_rows = tables[1][2]
+    assert mem_rows[2][4] == "16384" and mem_rows[2][-1] == "skip"  # naive at 16k: out of memory
+    console = report.PlainConsole()
+    console.table(title, headers, rows[:2])
+    assert "ours/cuDNN" in capsys.readouterr().out
+
+
+def test_degrades_without_rich_and_matplotlib(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "rich", None)
+    console = report.make_console()
+    assert isinstance(console, report.PlainConsole)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert harness.make_plots(_recorded_results(), tmp_path, console) == []
+    assert "plots skipped: matplotlib is not installed" in capsys.readouterr().out
+
+
+def test_importing_the_bench_pulls_in_no_rich_or_matplotlib():
+    code = ("import sys, flashtriton.bench.harness, flashtriton.bench.plots, flashtriton.bench.report;"
+            "bad = [m for m in ('matplotlib', 'rich') if m in sys.modules];"
+            "assert not bad, bad")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_problem_describes_itself():
+    p = Problem(batch=2, heads=2, seqlen=32, headdim=16, causal=True, dtype=torch.bfloat16, device="cpu")
+    assert p.describe() == "bf16 b2 h2 s32 d16 causal"

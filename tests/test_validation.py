@@ -1,0 +1,89 @@
+"""Bad input gets a ValueError/TypeError naming the argument; features not built raise
+NotImplementedError."""
+
+import pytest
+import torch
+
+from flashtriton import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
+from helpers import DEVICE
+
+
+def t(*shape, dtype=torch.float16):
+    return torch.randn(*shape, device=DEVICE).to(dtype)
+
+
+Q, K, V = (1, 8, 2, 32), (1, 8, 2, 32), (1, 8, 2, 32)
+
+
+@pytest.mark.parametrize("args,kw,exc,match", [
+    ((t(*Q, dtype=torch.int32), t(*K), t(*V)), {}, TypeError, "q: dtype"),
+    ((t(*Q, dtype=torch.float64), t(*K, dtype=torch.float64), t(*V, dtype=torch.float64)), {}, TypeError, "float64"),
+    ((t(*Q), t(*K, dtype=torch.bfloat16), t(*V)), {}, TypeError, "share a dtype"),
+    ((t(8, 2, 32), t(*K), t(*V)), {}, ValueError, "q: expected a 4-D"),
+    (("q", t(*K), t(*V)), {}, TypeError, "q: expected a torch.Tensor"),
+    ((t(*Q), t(2, 8, 2, 32), t(2, 8, 2, 32)), {}, ValueError, "batch sizes differ"),
+    ((t(*Q), t(1, 8, 2, 32), t(1, 9, 2, 32)), {}, ValueError, "k and v must agree"),
+    ((t(1, 8, 3, 32), t(*K), t(*V)), {}, ValueError, "multiple of nheads_k"),
+    ((t(*Q), t(1, 8, 2, 64), t(*V)), {}, ValueError, "head dims differ"),
+    ((t(1, 8, 2, 12), t(1, 8, 2, 12), t(1, 8, 2, 12)), {}, ValueError, "head dim 12"),
+    ((t(1, 8, 2, 264), t(1, 8, 2, 264), t(1, 8, 2, 264)), {}, ValueError, "head dim 264"),
+    ((t(1, 0, 2, 32), t(*K), t(*V)), {}, ValueError, "seqlen must be"),
+    ((t(*Q), t(*K), t(*V)), {"dropout_p": 1.5}, ValueError, "dropout_p"),
+    ((t(*Q), t(*K), t(*V)), {"window_size": (-2, 3)}, ValueError, "window_size"),
+    ((t(*Q), t(*K), t(*V)), {"window_size": 4}, ValueError, "window_size"),
+    ((t(*Q), t(*K), t(*V)), {"softcap": -1.0}, ValueError, "softcap"),
+    ((t(*Q), t(*K), t(*V)), {"softmax_scale": "x"}, TypeError, "softmax_scale"),
+    ((t(*Q), t(*K), t(*V)), {"alibi_slopes": torch.ones(2, dtype=torch.float16)}, TypeError, "alibi_slopes: expected float32"),
+    ((t(*Q), t(*K), t(*V)), {"alibi_slopes": torch.ones(3)}, ValueError, "alibi_slopes: expected shape"),
+], ids=lambda x: None)
+def test_flash_attn_func_rejects(args, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        flash_attn_func(*args, **kw)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs two devices (CPU and CUDA)")
+def test_different_devices():
+    with pytest.raises(ValueError, match="one device"):
+        flash_attn_func(t(*Q).cuda(), t(*K).cpu(), t(*V).cpu())
+
+
+def test_different_devices_meta():
+    """Without a GPU, the meta device stands in for the second device."""
+    with pytest.raises(ValueError, match="one device"):
+        flash_attn_func(t(*Q), t(*K).to("meta"), t(*V))
+
+
+def test_dropout_not_built():
+    with pytest.raises(NotImplementedError, match="dropout"):
+        flash_attn_func(t(*Q), t(*K), t(*V), dropout_p=0.1)
+
+
+@pytest.mark.parametrize("kw,exc,match", [
+    ({"attn_mask": torch.ones(8, 8, dtype=torch.int64)}, TypeError, "attn_mask: expected bool"),
+    ({"attn_mask": torch.ones(3, 8, 8, dtype=torch.bool)}, ValueError, "does not broadcast"),
+    ({"attn_mask": torch.ones(8, 8, dtype=torch.bool), "is_causal": True}, ValueError, "cannot both"),
+    ({"attn_mask": torch.zeros(8, 8, requires_grad=True)}, NotImplementedError, "mask"),
+    ({"dropout_p": 0.2}, NotImplementedError, "dropout"),
+])
+def test_sdpa_rejects(kw, exc, match):
+    q, k, v = (t(1, 2, 8, 32) for _ in range(3))
+    if "attn_mask" in kw:
+        kw["attn_mask"] = kw["attn_mask"].to(DEVICE) if not kw["attn_mask"].requires_grad else kw["attn_mask"]
+    with pytest.raises(exc, match=match):
+        scaled_dot_product_attention(q, k, v, **kw)
+
+
+def test_sdpa_gqa_needs_flag():
+    with pytest.raises(ValueError, match="enable_gqa"):
+        scaled_dot_product_attention(t(1, 4, 8, 32), t(1, 2, 8, 32), t(1, 2, 8, 32))
+
+
+@pytest.mark.parametrize("cu_q,exc,match", [
+    (torch.tensor([0, 4, 8], dtype=torch.int64), TypeError, "cu_seqlens_q: expected a 1-D int32"),
+    (torch.tensor([0, 8], dtype=torch.int32), ValueError, "batch \\+ 1"),
+])
+def test_varlen_rejects(cu_q, exc, match):
+    q, k, v = t(8, 2, 32), t(8, 2, 32), t(8, 2, 32)
+    cu_k = torch.tensor([0, 4, 8], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(exc, match=match):
+        flash_attn_varlen_func(q, k, v, cu_q.to(DEVICE), cu_k, 8, 8)
