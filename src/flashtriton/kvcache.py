@@ -7,6 +7,7 @@ Semantics follow flash-attn's function of the same name (forward only). The kern
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -178,10 +179,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
 
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(head_dim)
-    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
-            or not all(isinstance(w, int) for w in window_size)):
-        raise TypeError(f"window_size must be a pair of ints, got {window_size!r}")
-    left, right = (w if w >= 0 else -1 for w in window_size)
+    try:
+        left, right = (operator.index(w) for w in window_size)
+    except (TypeError, ValueError):
+        raise TypeError(f"window_size must be a pair of ints, got {window_size!r}") from None
+    left, right = (w if w >= 0 else -1 for w in (left, right))
     if causal:
         right = 0 if right < 0 else min(right, 0)
     if softcap < 0:

@@ -174,13 +174,17 @@ def ncu_command(child_args: list[str], metrics=METRICS) -> list[str]:
 
 
 def profile_variant(variant: str, batch: int, heads: int, seqlen: int, head_dim: int, dtype: str,
-                    pass_: str = "fwd", timeout: float = 240.0) -> list[KernelRow]:
-    """Run one variant under ncu in a child process and parse its CSV (needs a GPU and ncu)."""
+                    pass_: str = "fwd", timeout: float = 240.0, save_csv: str | None = None) -> list[KernelRow]:
+    """Run one variant under ncu in a child process and parse its CSV (needs a GPU and ncu).
+    ``save_csv``: also write ncu's raw output there (a real capture for tests/data)."""
     if ncu_path() is None:
         raise RuntimeError("profile: ncu not found (put it on PATH or set NCU=/path/to/ncu)")
     args = ["--variants", variant, "--batch", str(batch), "--heads", str(heads), "--seqlen", str(seqlen),
             "--headdim", str(head_dim), "--dtype", dtype, "--pass", pass_]
     out = subprocess.run(ncu_command(args), capture_output=True, text=True, timeout=timeout)
+    if save_csv:
+        with open(save_csv, "w") as f:
+            f.write(out.stdout)
     if out.returncode != 0:
         raise RuntimeError(f"ncu failed ({out.returncode}) for {variant}:\n{(out.stdout + out.stderr)[-3000:]}")
     return parse_ncu_csv(out.stdout)

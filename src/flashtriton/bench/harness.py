@@ -307,12 +307,14 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                              "fwd,bwd; causal both (options given explicitly still apply)")
     parser.add_argument("--providers", nargs="+", type=_csv(str), metavar="NAME",
                         help=f"providers to run (default: all): {', '.join(PROVIDERS)}")
-    parser.add_argument("--headdims", nargs="+", type=_csv(int), metavar="D")
-    parser.add_argument("--seqlens", nargs="+", type=_csv(int), metavar="S")
+    parser.add_argument("--headdims", nargs="+", type=_csv(int), metavar="D",
+                        help="head dims (default 64,128,256)")
+    parser.add_argument("--seqlens", nargs="+", type=_csv(int), metavar="S",
+                        help="sequence lengths (default 512,1024,2048,4096,8192,16384)")
     parser.add_argument("--dtypes", nargs="+", type=_csv(str), metavar="DTYPE",
-                        help=f"any of {', '.join(DTYPES)}")
+                        help=f"any of {', '.join(DTYPES)} (default bf16,fp16)")
     parser.add_argument("--passes", nargs="+", type=_csv(str), metavar="PASS",
-                        help=f"any of {', '.join(PASSES)}")
+                        help=f"any of {', '.join(PASSES)} (default all)")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default=None,
                         help="causal masking: both (default), yes or no")
     parser.add_argument("--tokens", type=int, default=None, help=f"batch*seqlen (default {TOKENS})")

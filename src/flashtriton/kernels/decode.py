@@ -375,12 +375,10 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
     d_pad, dv_pad = _pad_dim(head_dim), _pad_dim(head_dim_v)
     out = _empty(batch, seqlen_q, nheads, head_dim_v, dtype=q.dtype, device=q.device)
     lse = _empty(batch, nheads, seqlen_q, dtype=torch.float32, device=q.device)
-    if out.numel() == 0 and lse.numel() == 0:
-        return out, lse
     seqlens_arg = cache_seqlens if var_seqlens else None
     stride_tb = block_table.stride(0) if paged else 0
 
-    if seqlen_new > 0:
+    if seqlen_new > 0 and batch > 0 and nheads_k > 0:
         block_append = 16  # new tokens are few; small tiles keep registers low
         grid = (triton.cdiv(seqlen_new, block_append), batch, nheads_k)
         _kv_append[grid](
@@ -389,7 +387,7 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
             *k_new.stride(), *v_new.stride(), *k_cache.stride(), *v_cache.stride(), stride_tb,
             HEAD_DIM=head_dim, HEAD_DIM_V=head_dim_v, HEAD_DIM_PAD=d_pad, HEAD_DIM_V_PAD=dv_pad,
             BLOCK_N=block_append, VAR_SEQLENS=var_seqlens, PAGED=paged, PAGE_SIZE=page_size)
-    if seqlen_q == 0:
+    if out.numel() == 0:
         return out, lse
 
     rows = seqlen_q * group
@@ -405,10 +403,9 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
     num_splits = max(1, min(num_splits, n_key_blocks, MAX_SPLITS))
     split = num_splits > 1
     if split:
-        o_part = _empty((num_splits,) + tuple(out.shape), dtype=torch.float32,
-                             device=q.device)
-        lse_part = _empty((num_splits,) + tuple(lse.shape), dtype=torch.float32,
-                               device=q.device)
+        # Each split's slice has out's (lse's) shape and contiguous strides, hence the same.
+        o_part = _empty((num_splits,) + tuple(out.shape), dtype=torch.float32, device=q.device)
+        lse_part = _empty((num_splits,) + tuple(lse.shape), dtype=torch.float32, device=q.device)
     else:
         o_part, lse_part = out, lse  # unused: the kernel writes the output directly
 

@@ -62,7 +62,7 @@ def _check(variant, q, k, v, heads_checked=2) -> dict:
     return {"max_err": err, "torch_lowp_err": torch_err, "bound": bound, "ok": bool(err <= bound)}
 
 
-def run_problem(key: str, p: LadderProblem, variants, gpu: str, profile: bool) -> dict:
+def run_problem(key: str, p: LadderProblem, variants, gpu: str, profile: bool, out_dir: str) -> dict:
     import torch
 
     from flashtriton.analysis.traffic import Problem, variant_traffic
@@ -101,7 +101,8 @@ def run_problem(key: str, p: LadderProblem, variants, gpu: str, profile: bool) -
             from flashtriton.analysis.profile import profile_variant, summarize
 
             try:
-                kernels = profile_variant(name, p.batch, p.heads, p.seqlen, p.head_dim, p.dtype)
+                kernels = profile_variant(name, p.batch, p.heads, p.seqlen, p.head_dim, p.dtype,
+                                          save_csv=os.path.join(out_dir, f"ncu_{key}_{name}.csv"))
                 main = [r for r in kernels if r.kernel == var.kernel_name]
                 row["ncu"] = [asdict(summarize(name, r)) for r in kernels]
                 row["ncu_main"] = asdict(summarize(name, main[0], t.read_bytes, t.write_bytes)) if main else None
@@ -112,7 +113,12 @@ def run_problem(key: str, p: LadderProblem, variants, gpu: str, profile: bool) -
 
 
 def _gb(x):
-    return "-" if x is None else (f"{x / 1e9:.2f} GB" if x >= 1e9 else f"{x / 1e6:.1f} MB")
+    if x is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} B"
 
 
 def _f(x, spec):
@@ -215,7 +221,8 @@ def build_report(out_dir: str, problems=("spec", "bf16"), variants=None, gpu="h2
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
         "device": torch.cuda.get_device_name(0) if on_gpu else "CPU (Triton interpreter)",
         "torch": torch.__version__, "triton": triton.__version__, "model_gpu": gpu, "profiled": profile},
-        "problems": [run_problem(key, table[key], variants, gpu, profile) for key in problems]}
+        "problems": [run_problem(key, table[key], variants, gpu, profile, out_dir)
+                                   for key in problems]}
     with open(os.path.join(out_dir, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
     charts(report, out_dir)

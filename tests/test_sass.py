@@ -1,0 +1,63 @@
+"""`flashtriton sass`: compile for sm_90a without a GPU and read resources and instruction counts.
+
+The compile runs in a child process without TRITON_INTERPRET (see analysis/sass.py), so these
+tests run the same on CPU and on the GPU machine. A few seconds per kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from flashtriton.analysis.sass import KERNELS, count_instructions, parse_ptxas_spills, parse_res_usage
+
+SASS_SAMPLE = """
+        /*0a40*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT ;
+        /*0a50*/              @!P0 LDS.128 R4, [R2+0x100] ;
+        /*0a60*/                   HFMA2.MMA R2, -RZ, RZ, 0, 0 ;
+        /*0a70*/                   LDGSTS.E.BYPASS.128 [R5], desc[UR6][R8.64] ;
+        /*0a80*/               @P1 STS.64 [R3], R10 ;
+        /*0a90*/                   LDSM.16.M88.4 R12, [R7] ;
+"""
+
+
+def test_instruction_counter_matches_whole_opcodes():
+    c = count_instructions(SASS_SAMPLE)
+    assert c == {"HGMMA": 1, "HMMA": 0, "LDS": 1, "STS": 1, "LDGSTS": 1, "UTMALDG": 0}
+
+
+def test_resource_and_spill_parsers():
+    assert parse_res_usage(" Function k:\n  REG:168 STACK:16 SHARED:0 LOCAL:8 CONSTANT[0]:568") == \
+        {"REG": 168, "STACK": 16, "SHARED": 0, "LOCAL": 8}
+    log = "ptxas info    : Used 255 registers\n    264 bytes stack frame, 264 bytes spill stores, 264 bytes spill loads"
+    assert parse_ptxas_spills(log) == 528
+    assert parse_ptxas_spills("0 bytes spill stores, 0 bytes spill loads") == 0
+
+
+def _sass(*args):
+    out = subprocess.run([sys.executable, "-m", "flashtriton.cli", "sass", "--json", *args],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_default_is_the_production_forward_on_hopper_tensor_cores():
+    r = _sass()
+    assert set(r) >= {"registers", "shared_bytes", "spill_bytes", "instructions"}
+    assert r["kernel"] == "_attn_fwd" and r["dtype"] == "bfloat16" and r["head_dim"] == 128
+    assert r["arch"] == "sm_90a"
+    assert 0 < r["registers"] <= 255 and r["shared_bytes"] > 0
+    assert r["instructions"]["HGMMA"] > 0  # bf16 dots become warpgroup MMAs on sm_90a
+    assert set(r["instructions"]) == {"HGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG"}
+
+
+def test_ladder_v2_fp32_ieee_uses_no_tensor_cores():
+    """True fp32 ("ieee") dots cannot use HGMMA: the ladder's fp32 kernels are FFMA loops."""
+    r = _sass("--kernel", "v2", "--dtype", "float32", "--headdim", "32")
+    assert r["kernel"] == "_ladder_v2_fwd" and r["instructions"]["HGMMA"] == 0
+    assert r["constexprs"]["BLOCK_M"] == 32 and r["constexprs"]["BLOCK_D"] == 32
+
+
+def test_registry_covers_the_ladder_and_the_backward():
+    assert {"production_fwd", "production_bwd_dkdv", "production_bwd_dq", "v1", "v2", "v2_kt", "v2_pad"} <= set(KERNELS)
