@@ -133,3 +133,17 @@ def test_registry_names_the_kernels_that_run():
         assert hasattr(mod, VARIANTS[name].kernel_name), name
         assert VARIANTS[name].name == name
     assert VARIANTS["v2_pad"].head_dim_tile(32) == 64 and VARIANTS["v2"].head_dim_tile(32) == 32
+
+
+def test_report_writes_markdown_json_and_charts(tmp_path):
+    """`flashtriton ladder --report DIR` on whatever machine runs the tests (on CPU: the tiny
+    interpreter problem, correctness and model columns only)."""
+    pytest.importorskip("matplotlib", reason="the report's charts need matplotlib (the bench extra)")
+    from flashtriton.ladder.report import build_report
+
+    report = build_report(str(tmp_path), problems=("spec",), variants=["v1", "v2"], profile=False)
+    rows = report["problems"][0]["results"]
+    assert [r["variant"] for r in rows] == ["v1", "v2"] and all(r["check"]["ok"] for r in rows)
+    text = (tmp_path / "report.md").read_text()
+    assert "| v1 |" in text and "| v2 |" in text
+    assert (tmp_path / "spec_time.png").stat().st_size > 0 and (tmp_path / "spec_bytes.png").stat().st_size > 0

@@ -1,0 +1,130 @@
+"""Sweep block configs of the forward and backward kernels on the GPU; check each config's output
+before timing it; print a table and write JSON.
+
+    PYTHONPATH=src python3 scripts/tune.py --out $OUT/tune.json [--pass fwd,bwd] [--headdims 64,128]
+
+The chosen entries go to src/flashtriton/configs.py with the JSON file named as their source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+
+import torch
+from triton.testing import do_bench
+
+from flashtriton.configs import KernelConfig, make_params
+from flashtriton.kernels.bwd import attn_bwd
+from flashtriton.kernels.fwd import attn_fwd
+
+
+def flops(b, h, s, d, causal, pas):
+    f = 4 * b * h * s * s * d / (2 if causal else 1)
+    return f * (2.5 if pas == "bwd" else 1.0)
+
+
+def rel_err(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tune.json")
+    ap.add_argument("--pass", dest="passes", default="fwd,bwd")
+    ap.add_argument("--headdims", default="64,128")
+    ap.add_argument("--seqlens", default="4096,16384")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4")
+    ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3")
+    args = ap.parse_args()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    results = []
+
+    def space(spec):
+        blocks, warps, stages = spec.split(";")
+        for bl, w, st in itertools.product(blocks.split(","), warps.split(","), stages.split(",")):
+            bm, bn = bl.split(":")
+            yield KernelConfig(int(bm), int(bn), int(w), int(st))
+
+    for pas in args.passes.split(","):
+        for d, s, causal in itertools.product(map(int, args.headdims.split(",")),
+                                              map(int, args.seqlens.split(",")),
+                                              [c == "1" for c in args.causal.split(",")]):
+            b, h = 16384 // s, 2048 // d
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
+            do = torch.randn_like(q)
+            params = make_params(d, causal=causal)
+            qr, kr, vr = (t.detach().transpose(1, 2).requires_grad_() for t in (q, k, v))
+            ref = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+            ref_grads = torch.autograd.grad(ref, (qr, kr, vr), do.transpose(1, 2))
+            ref = ref.transpose(1, 2)
+            ref_grads = [g.transpose(1, 2) for g in ref_grads]
+            o_ref, lse_ref = attn_fwd(q, k, v, params)
+            for cfg in space(args.fwd_space if pas == "fwd" else args.bwd_space):
+                row = dict(pass_=pas, headdim=d, seqlen=s, causal=causal, batch=b, heads=h,
+                           **cfg.__dict__)
+                t0 = time.time()
+                try:
+                    if pas == "fwd":
+                        out, _ = attn_fwd(q, k, v, params, config=cfg)
+                        err = rel_err(out, ref)
+                        fn = lambda: attn_fwd(q, k, v, params, config=cfg)  # noqa: E731
+                    else:
+                        grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg)
+                        err = max(rel_err(a, r) for a, r in zip(grads, ref_grads))
+                        fn = lambda: attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg)  # noqa: E731
+                    if not err < 2e-2:
+                        row.update(status="wrong", err=err)
+                    else:
+                        ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                        row.update(status="ok", err=err, ms=ms,
+                                   tflops=flops(b, h, s, d, causal, pas) / ms * 1e-9)
+                except Exception as exc:  # out of shared memory and such: recorded, not fatal
+                    row.update(status="error", note=f"{type(exc).__name__}: {str(exc)[:120]}")
+                row["wall_s"] = round(time.time() - t0, 1)
+                results.append(row)
+                print(json.dumps(row), flush=True)
+            # the peer for context: cuDNN through SDPA
+            try:
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    if pas == "fwd":
+                        ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
+                            qr, kr, vr, is_causal=causal), return_mode="median")
+                    else:
+                        o2 = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+                        g2 = do.transpose(1, 2)
+                        ms = do_bench(lambda: torch.autograd.grad(o2, (qr, kr, vr), g2, retain_graph=True),
+                                      return_mode="median")
+                results.append(dict(pass_=pas, headdim=d, seqlen=s, causal=causal, provider="sdpa_cudnn",
+                                    ms=ms, tflops=flops(b, h, s, d, causal, pas) / ms * 1e-9))
+            except Exception as exc:
+                print("cudnn failed:", exc)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "date": time.strftime("%Y-%m-%d"), "results": results}, f, indent=1)
+    # summary: best config per problem next to cuDNN
+    print(f"{'pass':4} {'d':>4} {'seq':>6} {'causal':>6} {'best cfg':>18} {'TFLOP/s':>8} {'cudnn':>7}")
+    keys = sorted({(r["pass_"], r["headdim"], r["seqlen"], r["causal"]) for r in results})
+    for key in keys:
+        rows = [r for r in results if (r["pass_"], r["headdim"], r["seqlen"], r["causal"]) == key]
+        ok = [r for r in rows if r.get("status") == "ok"]
+        peer = [r for r in rows if r.get("provider") == "sdpa_cudnn"]
+        best = max(ok, key=lambda r: r["tflops"]) if ok else None
+        cfg = (f"{best['block_m']}x{best['block_n']} w{best['num_warps']} s{best['num_stages']}"
+               if best else "none")
+        print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>18} "
+              f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")
+    bad = [r for r in results if r.get("status") == "wrong"]
+    print(f"{len(bad)} configs gave wrong results" + (f": {bad}" if bad else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
