@@ -13,6 +13,7 @@ def poison_outputs(monkeypatch):
     """Every buffer the kernels allocate starts as NaN (integers: -1), so an element that no
     program writes fails the comparison."""
     import flashtriton.kernels.bwd as bwd
+    import flashtriton.kernels.decode as decode
     import flashtriton.kernels.fwd as fwd
 
     def nan_empty(*shape, dtype=None, device=None, **kw):
@@ -21,3 +22,4 @@ def poison_outputs(monkeypatch):
 
     monkeypatch.setattr(fwd, "_empty", nan_empty)
     monkeypatch.setattr(bwd, "_empty", nan_empty)
+    monkeypatch.setattr(decode, "_empty", nan_empty)

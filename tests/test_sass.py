@@ -30,7 +30,8 @@ def test_instruction_counter_matches_whole_opcodes():
 def test_resource_and_spill_parsers():
     assert parse_res_usage(" Function k:\n  REG:168 STACK:16 SHARED:0 LOCAL:8 CONSTANT[0]:568") == \
         {"REG": 168, "STACK": 16, "SHARED": 0, "LOCAL": 8}
-    log = "ptxas info    : Used 255 registers\n    264 bytes stack frame, 264 bytes spill stores, 264 bytes spill loads"
+    log = ("ptxas info    : Used 255 registers\n"
+           "    264 bytes stack frame, 264 bytes spill stores, 264 bytes spill loads")
     assert parse_ptxas_spills(log) == 528
     assert parse_ptxas_spills("0 bytes spill stores, 0 bytes spill loads") == 0
 
@@ -60,4 +61,5 @@ def test_ladder_v2_fp32_ieee_uses_no_tensor_cores():
 
 
 def test_registry_covers_the_ladder_and_the_backward():
-    assert {"production_fwd", "production_bwd_dkdv", "production_bwd_dq", "v1", "v2", "v2_kt", "v2_pad"} <= set(KERNELS)
+    expected = {"production_fwd", "production_bwd_dkdv", "production_bwd_dq", "v1", "v2", "v2_kt", "v2_pad"}
+    assert expected <= set(KERNELS)

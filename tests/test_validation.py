@@ -62,13 +62,15 @@ def test_dropout_not_built():
     ({"attn_mask": torch.ones(8, 8, dtype=torch.int64)}, TypeError, "attn_mask: expected bool"),
     ({"attn_mask": torch.ones(3, 8, 8, dtype=torch.bool)}, ValueError, "does not broadcast"),
     ({"attn_mask": torch.ones(8, 8, dtype=torch.bool), "is_causal": True}, ValueError, "cannot both"),
-    ({"attn_mask": torch.zeros(8, 8, requires_grad=True)}, NotImplementedError, "mask"),
+    ({"attn_mask": "requires_grad"}, NotImplementedError, "mask"),
     ({"dropout_p": 0.2}, NotImplementedError, "dropout"),
 ])
 def test_sdpa_rejects(kw, exc, match):
     q, k, v = (t(1, 2, 8, 32) for _ in range(3))
-    if "attn_mask" in kw:
-        kw["attn_mask"] = kw["attn_mask"].to(DEVICE) if not kw["attn_mask"].requires_grad else kw["attn_mask"]
+    if isinstance(kw.get("attn_mask"), str):
+        kw["attn_mask"] = torch.zeros(8, 8, device=DEVICE, requires_grad=True)
+    elif "attn_mask" in kw:
+        kw["attn_mask"] = kw["attn_mask"].to(DEVICE)
     with pytest.raises(exc, match=match):
         scaled_dot_product_attention(q, k, v, **kw)
 

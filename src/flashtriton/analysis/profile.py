@@ -148,12 +148,14 @@ def _fmt(x, spec):
 
 
 def table(rows: list[ProfileRow]) -> str:
-    """Markdown table: variant, time, DRAM read/write, modelled read/write, bank conflicts, MIO, occupancy, registers."""
+    """Markdown table: variant, time, DRAM read/write, modelled read/write, bank conflicts, MIO,
+    occupancy, registers."""
     out = ["| variant | kernel | time (ms) | DRAM read | DRAM write | model read | model write | "
            "L2 bytes | smem ld conflicts (% wavefronts) | MIO stall (per issue) | occupancy (%) | registers |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r.variant} | `{r.kernel[:40]}` | {_fmt(r.time_ms, '.3f')} | {_fmt_bytes(r.dram_read_bytes)} | "
+        out.append(f"| {r.variant} | `{r.kernel[:40]}` | {_fmt(r.time_ms, '.3f')} | "
+                   f"{_fmt_bytes(r.dram_read_bytes)} | "
                    f"{_fmt_bytes(r.dram_write_bytes)} | {_fmt_bytes(r.model_read_bytes)} | "
                    f"{_fmt_bytes(r.model_write_bytes)} | {_fmt_bytes(r.l2_bytes)} | "
                    f"{_fmt(r.bank_conflict_ld_pct, '.2f')} | {_fmt(r.mio_stall_ratio, '.2f')} | "
@@ -224,7 +226,8 @@ def _target(args) -> int:
 
 
 def add_cli_arguments(parser) -> None:
-    parser.add_argument("--variants", default="v1,v2,v2_kt,v2_pad,production", help="comma-separated ladder variants")
+    parser.add_argument("--variants", default="v1,v2,v2_kt,v2_pad,production",
+                        help="comma-separated ladder variants")
     parser.add_argument("--pass", dest="pass_", default="fwd", choices=["fwd", "bwd"])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--heads", type=int, default=10)
@@ -262,7 +265,9 @@ def run_cli(args) -> int:
     else:
         for name in names:
             model = _model(name, args)
-            for r in profile_variant(name, args.batch, args.heads, args.seqlen, args.headdim, args.dtype, args.pass_):
+            kernels = profile_variant(name, args.batch, args.heads, args.seqlen, args.headdim, args.dtype,
+                                      args.pass_)
+            for r in kernels:
                 rows.append(summarize(name, r, *model.get(r.kernel, (None, None))))
     if args.json:
         print(json.dumps([asdict(r) for r in rows], indent=2))

@@ -147,7 +147,8 @@ def capture_launches(call: Callable) -> list[dict]:
         c = kwargs["compile"]
         launches.append({"fn": kwargs["fn"].jit_function, "name": kwargs["fn"].name, "signature": c["signature"],
                          "constants": c["constants"], "attrs": c["configs"][0],
-                         "options": {k: c[k] for k in ("num_warps", "num_ctas", "num_stages", "enable_fp_fusion")}})
+                         "options": {k: c[k] for k in ("num_warps", "num_ctas", "num_stages",
+                                                       "enable_fp_fusion")}})
         return True  # skip compile and launch
 
     saved_hook = knobs.runtime.jit_cache_hook
@@ -206,8 +207,8 @@ def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim:
     if name not in KERNELS:
         raise ValueError(f"kernel: unknown {name!r}; known: {', '.join(KERNELS)}")
     entry = KERNELS[name]
-    launches = [x for x in capture_launches(lambda: entry.launch(getattr(torch, dtype), head_dim, block_m, block_n))
-                if x["name"] == entry.kernel]
+    launches = capture_launches(lambda: entry.launch(getattr(torch, dtype), head_dim, block_m, block_n))
+    launches = [x for x in launches if x["name"] == entry.kernel]
     if len(launches) <= entry.index:
         raise RuntimeError(f"sass: {name}'s launcher did not launch {entry.kernel} "
                            f"(the registry entry needs updating)")

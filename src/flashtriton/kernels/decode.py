@@ -10,8 +10,9 @@ Decoding has few query rows and many keys, so the work is spread differently fro
   seqlen_q queries, form the rows of one tile (row ``r`` is query ``r // group`` of head
   ``kvh * group + r % group``), so each K/V block is read once per kv head, not once per query head.
 - Split-KV: the visible keys of one (sequence, kv head, row tile) are cut into ``num_splits``
-  block-aligned chunks, one program each; every program writes its un-normalised partial result
-  and its log-sum-exp, and :func:`_attn_combine` merges them. One split writes the output directly.
+  block-aligned chunks, one program each; every program writes its partial output (normalised
+  over its own keys) and their log-sum-exp, and :func:`_attn_combine` merges them with weights
+  ``exp(lse_s - lse)``. With one split the kernel writes the output directly.
 Scores are in log2 units throughout (see ``common``); the returned lse is in natural log.
 """
 
@@ -43,9 +44,9 @@ _empty = torch.empty
 class DecodeConfig:
     """Tile sizes of the decode kernel.
 
-    Not tuned yet: a memory-bound starting point (the K/V block is the unit of HBM traffic;
-    16 rows is the smallest ``tl.dot`` tile). ``scripts/gpu_decode_bench.py`` is the run that
-    should replace these numbers.
+    Not tuned on the GPU yet: chosen for no register spills (see :func:`decode_config`); 16 rows
+    is the smallest ``tl.dot`` tile. ``scripts/gpu_decode_bench.py`` is the run that should
+    replace these numbers.
     """
 
     block_m: int
@@ -54,10 +55,18 @@ class DecodeConfig:
     num_stages: int
 
 
-def decode_config(rows: int, head_dim_pad: int) -> DecodeConfig:
+def decode_config(rows: int, head_dim_pad: int, dtype) -> DecodeConfig:
+    """Tiles for ``rows`` packed query rows, chosen so that ptxas (sm_90a, Triton 3.6) reports
+    no spills. 16-bit inputs: 64-key blocks up to head dim 128, 32 beyond; 8 warps once the
+    tile has more than 16 rows (bf16 d128: 118 registers at 16 x 64 / 4 warps, 184 at
+    64 x 64 / 8 warps; d256 64 x 32 spills at 4 warps, 207 registers at 8). fp32 (FMA dots)
+    spills at 4 warps and takes 16 x 32 tiles at 8 warps (64-99 registers; ptxas still
+    reports 16 spill bytes in some fp32 variants, not a path anyone decodes fast on)."""
     block_m = min(64, max(16, triton.next_power_of_2(rows)))
-    block_n = 64 if head_dim_pad <= 128 else 32
-    return DecodeConfig(block_m=block_m, block_n=block_n, num_warps=4, num_stages=2)
+    if dtype == torch.float32:
+        return DecodeConfig(16, 32, num_warps=8, num_stages=2)
+    block_n = 32 if head_dim_pad > 128 else 64
+    return DecodeConfig(block_m, block_n, num_warps=4 if block_m == 16 else 8, num_stages=2)
 
 
 # Split-count heuristic, after flash-attn's ``num_splits_heuristic``: a decode program is one
@@ -391,7 +400,7 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
         return out, lse
 
     rows = seqlen_q * group
-    cfg = config or decode_config(rows, max(d_pad, dv_pad))
+    cfg = config or decode_config(rows, max(d_pad, dv_pad), q.dtype)
     m_tiles = triton.cdiv(rows, cfg.block_m)
     n_key_blocks = triton.cdiv(capacity, cfg.block_n)
     if num_splits <= 0:

@@ -101,7 +101,7 @@ def run_problem(key: str, p: LadderProblem, variants, gpu: str, profile: bool, o
             from flashtriton.analysis.profile import profile_variant, summarize
 
             try:
-                kernels = profile_variant(name, p.batch, p.heads, p.seqlen, p.head_dim, p.dtype,
+                kernels = profile_variant(name, p.batch, p.heads, p.seqlen, p.head_dim, p.dtype, timeout=90,
                                           save_csv=os.path.join(out_dir, f"ncu_{key}_{name}.csv"))
                 main = [r for r in kernels if r.kernel == var.kernel_name]
                 row["ncu"] = [asdict(summarize(name, r)) for r in kernels]
@@ -221,18 +221,20 @@ def build_report(out_dir: str, problems=("spec", "bf16"), variants=None, gpu="h2
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
         "device": torch.cuda.get_device_name(0) if on_gpu else "CPU (Triton interpreter)",
         "torch": torch.__version__, "triton": triton.__version__, "model_gpu": gpu, "profiled": profile},
-        "problems": [run_problem(key, table[key], variants, gpu, profile, out_dir)
-                                   for key in problems]}
-    with open(os.path.join(out_dir, "report.json"), "w") as f:
-        json.dump(report, f, indent=2)
-    charts(report, out_dir)
-    with open(os.path.join(out_dir, "report.md"), "w") as f:
-        f.write(markdown(report))
+        "problems": []}
+    for key in problems:  # written after each problem, so that a run cut short keeps what it measured
+        report["problems"].append(run_problem(key, table[key], variants, gpu, profile, out_dir))
+        with open(os.path.join(out_dir, "report.json"), "w") as f:
+            json.dump(report, f, indent=2)
+        charts(report, out_dir)
+        with open(os.path.join(out_dir, "report.md"), "w") as f:
+            f.write(markdown(report))
     return report
 
 
 def add_cli_arguments(parser) -> None:
-    parser.add_argument("--report", required=True, metavar="DIR", help="directory for report.md, report.json, PNGs")
+    parser.add_argument("--report", required=True, metavar="DIR",
+                        help="directory for report.md, report.json and the PNG charts")
     parser.add_argument("--problems", default="spec,bf16", help="comma-separated: spec, bf16")
     parser.add_argument("--variants", default=None, help="comma-separated ladder variants (default: all)")
     parser.add_argument("--gpu", default="h200", help="GPU for the traffic model (h200, rtx2070)")
