@@ -39,17 +39,20 @@ def main():
     ap.add_argument("--seqlens", default="4096,16384")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--dtype", default="bf16")
-    ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4")
-    ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3")
+    # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads)
+    ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws")
+    ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma")
     args = ap.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     results = []
 
     def space(spec):
-        blocks, warps, stages = spec.split(";")
-        for bl, w, st in itertools.product(blocks.split(","), warps.split(","), stages.split(",")):
+        blocks, warps, stages, loads = spec.split(";")
+        for bl, w, st, ld in itertools.product(blocks.split(","), warps.split(","),
+                                               stages.split(","), loads.split(",")):
             bm, bn = bl.split(":")
-            yield KernelConfig(int(bm), int(bn), int(w), int(st))
+            yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld != "ptr",
+                               warp_specialize=ld == "ws")
 
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),
@@ -110,7 +113,7 @@ def main():
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "date": time.strftime("%Y-%m-%d"), "results": results}, f, indent=1)
     # summary: best config per problem next to cuDNN
-    print(f"{'pass':4} {'d':>4} {'seq':>6} {'causal':>6} {'best cfg':>18} {'TFLOP/s':>8} {'cudnn':>7}")
+    print(f"{'pass':4} {'d':>4} {'seq':>6} {'causal':>6} {'best cfg':>22} {'TFLOP/s':>8} {'cudnn':>7}")
     keys = sorted({(r["pass_"], r["headdim"], r["seqlen"], r["causal"]) for r in results})
     for key in keys:
         rows = [r for r in results if (r["pass_"], r["headdim"], r["seqlen"], r["causal"]) == key]
@@ -118,8 +121,9 @@ def main():
         peer = [r for r in rows if r.get("provider") == "sdpa_cudnn"]
         best = max(ok, key=lambda r: r["tflops"]) if ok else None
         cfg = (f"{best['block_m']}x{best['block_n']} w{best['num_warps']} s{best['num_stages']}"
+               f"{' ws' if best['warp_specialize'] else (' tma' if best['tma'] else ' ptr')}"
                if best else "none")
-        print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>18} "
+        print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")
     bad = [r for r in results if r.get("status") == "wrong"]
     print(f"{len(bad)} configs gave wrong results" + (f": {bad}" if bad else ""))

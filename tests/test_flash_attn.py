@@ -135,3 +135,21 @@ def test_lse_gradient():
         return out.sum(-1) + lse.to(out.dtype).transpose(1, 2)
 
     check_attention(ours, ref, (q, k, v))
+
+
+@pytest.fixture
+def pointer_loads(monkeypatch):
+    """Force the ordinary pointer-load path (what layouts the copy engine cannot read use)."""
+    import dataclasses
+
+    import flashtriton.kernels.bwd as bwd
+    import flashtriton.kernels.fwd as fwd
+
+    for mod, name in ((fwd, "fwd_config"), (bwd, "bwd_config")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, real=real: dataclasses.replace(real(*a), tma=False))
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,dv,dtype,causal,kw", [CASES[i] for i in (1, 4, 5, 9)])
+def test_pointer_load_path(pointer_loads, b, sq, sk, h, hk, d, dv, dtype, causal, kw):
+    test_forward_backward(b, sq, sk, h, hk, d, dv, dtype, causal, kw)

@@ -79,6 +79,8 @@ class KernelConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    tma: bool = True  # tensor-descriptor loads where the layout allows
+    warp_specialize: bool = False  # tl.range(..., warp_specialize=True) on the unmasked loop
 
 
 # Forward configs keyed by head-dim bucket (<=64, <=128, <=256). Source: initial choice from the

@@ -16,7 +16,8 @@ import triton
 import triton.language as tl
 
 from flashtriton.configs import AttnParams, bwd_config
-from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2, tanh)
+from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2, tanh,
+                                        tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -54,22 +55,26 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
 
 
 @triton.jit
-def _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                 stride_qm, stride_dom, stride_mm, m_start, m_end, offs_n, offs_dqk, offs_dv,
                 seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
                 MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+                USE_TMA: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Accumulate dK, dV ([BLOCK_N, D]) over query blocks ``[m_start, m_end)``."""
     offs_mb = tl.arange(0, BLOCK_M)
     for start_m in range(m_start, m_end, BLOCK_M):
         offs_m = start_m + offs_mb
         mask_m = offs_m < seqlen_q
-        q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :],
-                    mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_M, BLOCK_DQK]
-        do = tl.load(p_do + offs_m[:, None] * stride_dom + offs_dv[None, :],
-                     mask=mask_m[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_M, BLOCK_DV]
+        if USE_TMA:
+            q = q_desc.load([start_m, 0])
+            do = do_desc.load([start_m, 0])
+        else:
+            q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :],
+                        mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_M, BLOCK_DQK]
+            do = tl.load(p_do + offs_m[:, None] * stride_dom + offs_dv[None, :],
+                         mask=mask_m[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_M, BLOCK_DV]
         lse = tl.load(p_lse + offs_m, mask=mask_m, other=0.0)
         lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
         delta = tl.load(p_delta + offs_m, mask=mask_m, other=0.0)
@@ -106,7 +111,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
                    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-                   IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr,
+                   IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, USE_TMA: tl.constexpr,
                    UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -158,21 +163,29 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
         p_lse = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_off
         p_delta = DELTA + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_off
         p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_n[:, None] * stride_mn
-        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+        if USE_TMA:
+            q_desc = tl.make_tensor_descriptor(p_q, shape=[seqlen_q, HEAD_DIM_QK], strides=[stride_qm, 1],
+                                               block_shape=[BLOCK_M, BLOCK_DQK])
+            do_desc = tl.make_tensor_descriptor(p_do, shape=[seqlen_q, HEAD_DIM_V], strides=[stride_dom, 1],
+                                                block_shape=[BLOCK_M, BLOCK_DV])
+        else:
+            q_desc = p_q
+            do_desc = p_do
+        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                              stride_qm, stride_dom, stride_mm, a, bb, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
                              HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, False, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
-        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16, PRECISION)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                              stride_qm, stride_dom, stride_mm, lo, a, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
                              HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
-        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, p_lse, p_delta, p_mask,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16, PRECISION)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                              stride_qm, stride_dom, stride_mm, bb, hi, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
                              HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16, PRECISION)
 
     dk = dk * ds_scale
     tl.store(DK + b64 * stride_dkb + h_k * stride_dkh + rows_k[:, None] * stride_dkn
@@ -184,22 +197,26 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
 
 
 @triton.jit
-def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
               n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
               shift, left, right, qk_scale, softcap, slope,
               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_N: tl.constexpr,
               MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+              USE_TMA: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Accumulate dQ ([BLOCK_M, D]) over key blocks ``[n_start, n_end)``."""
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in range(n_start, n_end, BLOCK_N):
         offs_n = start_n + offs_nb
         mask_n = offs_n < seqlen_k
-        k = tl.load(p_k + offs_n[:, None] * stride_kn + offs_dqk[None, :],
-                    mask=mask_n[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_N, BLOCK_DQK]
-        v = tl.load(p_v + offs_n[:, None] * stride_vn + offs_dv[None, :],
-                    mask=mask_n[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_N, BLOCK_DV]
+        if USE_TMA:
+            k = k_desc.load([start_n, 0])
+            v = v_desc.load([start_n, 0])
+        else:
+            k = tl.load(p_k + offs_n[:, None] * stride_kn + offs_dqk[None, :],
+                        mask=mask_n[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_N, BLOCK_DQK]
+            v = tl.load(p_v + offs_n[:, None] * stride_vn + offs_dv[None, :],
+                        mask=mask_n[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_N, BLOCK_DV]
         qk = mma(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
                  UPCAST_BF16, PRECISION)  # [BLOCK_M, BLOCK_N]
         s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left,
@@ -232,7 +249,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
                  HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-                 IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr,
+                 IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, USE_TMA: tl.constexpr,
                  UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     num_m = tl.num_programs(0)
     pid_m = tl.program_id(0)
@@ -281,21 +298,32 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K,
     p_v = V + b64 * stride_vb + h_k.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vn
     p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_m[:, None] * stride_mm
     dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
+    if USE_TMA:
+        k_desc = tl.make_tensor_descriptor(p_k, shape=[seqlen_k, HEAD_DIM_QK], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_DQK])
+        v_desc = tl.make_tensor_descriptor(p_v, shape=[seqlen_k, HEAD_DIM_V], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_DV])
+    else:
+        k_desc = p_k
+        v_desc = p_v
 
     lo, a, bb, hi = inner_ranges(m0, seqlen_q, seqlen_k, shift, left, right,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
                    qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False,
-                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
-    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16,
+                   PRECISION)
+    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
                    qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
-                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
-    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16,
+                   PRECISION)
+    dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
                    qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
-                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, UPCAST_BF16, PRECISION)
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16,
+                   PRECISION)
     dq = dq * ds_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm + offs_dqk[None, :],
              dq.to(DQ.dtype.element_ty), mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK))
@@ -352,7 +380,8 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
         HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
-        IS_VARLEN=varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
+        IS_VARLEN=varlen, USE_TMA=cfg.tma and tma_ready(q, k, v, do),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
     scalars = (params.shift_extra, params.window_left, params.window_right,
                params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds)
     _attn_bwd_dkdv[(triton.cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k)](

@@ -33,6 +33,41 @@ def dot_flags(dtype, allow_tf32: bool) -> dict:
     }
 
 
+def _torch_allocator(size: int, alignment: int, stream):
+    import torch
+
+    return torch.empty(size, dtype=torch.int8, device="cpu" if is_interpreting() else "cuda")
+
+
+def tma_ready(*tensors) -> bool:
+    """Can these tensors be read through device-side tensor descriptors (TMA)?
+
+    The copy engine needs 16-byte-aligned base addresses and 16-byte multiples for every stride
+    but the last (which must be 1). Descriptors are built on the device, in a small scratch buffer
+    that Triton obtains from the allocator: installed here (a torch allocation) unless the user
+    has set one. False means the kernels fall back to ordinary pointer loads.
+    """
+    import torch
+
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    for t in tensors:
+        if t.stride(-1) != 1 or t.data_ptr() % 16:
+            return False
+        if any((s * t.element_size()) % 16 for s in t.stride()[:-1]):
+            return False
+        if not (t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9) and not is_interpreting():
+            return False
+    try:
+        from triton.runtime import _allocation
+
+        if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+            triton.set_allocator(_torch_allocator)
+    except (ImportError, AttributeError):  # a Triton without the context variable
+        triton.set_allocator(_torch_allocator)
+    return True
+
+
 @triton.jit
 def mma(a, b, acc, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """``acc + a @ b`` with float32 accumulation; every kernel's dot goes through here."""

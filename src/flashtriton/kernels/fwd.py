@@ -15,7 +15,7 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
 from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2,
-                                        softmax_step)
+                                        softmax_step, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -23,22 +23,28 @@ from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, sco
 _empty = torch.empty
 
 @triton.jit
-def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                shift, left, right, qk_scale, softcap, slope,
                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-               EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
-               UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
-    """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not)."""
+               EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr, USE_TMA: tl.constexpr,
+               WARP_SPEC: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not).
+
+    With ``USE_TMA`` the tiles come through tensor descriptors (Hopper's copy engine), whose
+    bounds (this sequence's keys, the true head dims) zero-fill whatever lies outside.
+    """
     offs_nb = tl.arange(0, BLOCK_N)
-    for start_n in range(n_start, n_end, BLOCK_N):
+    for start_n in tl.range(n_start, n_end, BLOCK_N, warp_specialize=WARP_SPEC and not MASKED):
         offs_n = start_n + offs_nb
         p_kt = p_k + offs_n[None, :] * stride_kn + offs_dqk[:, None]  # [BLOCK_DQK, BLOCK_N]
         p_vt = p_v + offs_n[:, None] * stride_vn + offs_dv[None, :]   # [BLOCK_N, BLOCK_DV]
-        if MASKED or not EVEN_DQK:
+        if USE_TMA:
+            kt = tl.trans(k_desc.load([start_n, 0]))
+        elif MASKED or not EVEN_DQK:
             kt = tl.load(p_kt, mask=(offs_n[None, :] < seqlen_k) & (offs_dqk[:, None] < HEAD_DIM_QK),
                          other=0.0)
         else:
@@ -49,7 +55,9 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_
                         softcap, slope, p_mask + offs_n[None, :] * stride_mn, MASKED, HAS_LEFT,
                         HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
         p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, MASKED or MASK_KIND != 0)
-        if MASKED or not EVEN_DV:
+        if USE_TMA:
+            v = v_desc.load([start_n, 0])
+        elif MASKED or not EVEN_DV:
             v = tl.load(p_vt, mask=(offs_n[:, None] < seqlen_k) & (offs_dv[None, :] < HEAD_DIM_V),
                         other=0.0)
         else:
@@ -75,6 +83,7 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
               IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
+              USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr,
               UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     num_m = tl.num_programs(0)
     pid_m = tl.program_id(0)
@@ -112,8 +121,20 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
     p_v = V + b64 * stride_vb + h_k.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vn
     p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_m[:, None] * stride_mm
 
-    mask_q = (offs_m[:, None] < seqlen_q) & (offs_dqk[None, :] < HEAD_DIM_QK)
-    q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :], mask=mask_q, other=0.0)
+    if USE_TMA:
+        # one descriptor per (sequence, head): its bounds are this sequence's rows
+        k_desc = tl.make_tensor_descriptor(p_k, shape=[seqlen_k, HEAD_DIM_QK], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_DQK])
+        v_desc = tl.make_tensor_descriptor(p_v, shape=[seqlen_k, HEAD_DIM_V], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_DV])
+        q_desc = tl.make_tensor_descriptor(p_q, shape=[seqlen_q, HEAD_DIM_QK], strides=[stride_qm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_DQK])
+        q = q_desc.load([m0, 0])  # [BLOCK_M, BLOCK_DQK]
+    else:
+        k_desc = p_k
+        v_desc = p_v
+        mask_q = (offs_m[:, None] < seqlen_q) & (offs_dqk[None, :] < HEAD_DIM_QK)
+        q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :], mask=mask_q, other=0.0)
 
     slope = 0.0
     if HAS_ALIBI:
@@ -125,24 +146,24 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
 
     lo, a, bb, hi = inner_ranges(m0, seqlen_q, seqlen_k, shift, left, right,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope,
                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
-                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV,
-                               UPCAST_BF16, PRECISION)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
+                               WARP_SPEC, UPCAST_BF16, PRECISION)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope,
                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
-                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV,
-                               UPCAST_BF16, PRECISION)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, p_mask, stride_kn, stride_vn, stride_mn,
+                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
+                               WARP_SPEC, UPCAST_BF16, PRECISION)
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope,
                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
-                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV,
-                               UPCAST_BF16, PRECISION)
+                               HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
+                               WARP_SPEC, UPCAST_BF16, PRECISION)
 
     # Rows that saw no key: l == 0 -> output 0, lse -inf.
     seen = l_i > 0.0
@@ -150,10 +171,14 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
     out = acc / l_safe[:, None]
     lse = tl.where(seen, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
 
-    p_o = (O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_om
-           + offs_m[:, None] * stride_om + offs_dv[None, :])
-    tl.store(p_o, out.to(O.dtype.element_ty),
-             mask=(offs_m[:, None] < seqlen_q) & (offs_dv[None, :] < HEAD_DIM_V))
+    p_o = O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_om
+    if USE_TMA:
+        o_desc = tl.make_tensor_descriptor(p_o, shape=[seqlen_q, HEAD_DIM_V], strides=[stride_om, 1],
+                                           block_shape=[BLOCK_M, BLOCK_DV])
+        o_desc.store([m0, 0], out.to(O.dtype.element_ty))
+    else:
+        tl.store(p_o + offs_m[:, None] * stride_om + offs_dv[None, :], out.to(O.dtype.element_ty),
+                 mask=(offs_m[:, None] < seqlen_q) & (offs_dv[None, :] < HEAD_DIM_V))
     p_lse = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_start + offs_m
     tl.store(p_lse, lse, mask=offs_m < seqlen_q)
 
@@ -197,6 +222,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     slopes, s_sb = _slope_args(alibi_slopes, q)
     cu_q = cu_seqlens_q if varlen else q
     cu_k = cu_seqlens_k if varlen else q
+    use_tma = cfg.tma and tma_ready(q, k, v, o)
     grid = (triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)
     _attn_fwd[grid](
         q, k, v, o, lse, mask, slopes, cu_q, cu_k,
@@ -208,7 +234,8 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
         HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
-        IS_VARLEN=varlen, **dot_flags(q.dtype, params.allow_tf32),
+        IS_VARLEN=varlen, USE_TMA=use_tma,
+        WARP_SPEC=cfg.warp_specialize and use_tma, **dot_flags(q.dtype, params.allow_tf32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return o, lse
