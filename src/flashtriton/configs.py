@@ -83,20 +83,27 @@ class KernelConfig:
     warp_specialize: bool = False  # tl.range(..., warp_specialize=True) on the unmasked loop
 
 
-# Forward configs keyed by head-dim bucket (<=64, <=128, <=256). Source: initial choice from the
-# Triton 3.6 sweep recorded in SPEC.md §4 (BLOCK_M 128, BLOCK_N 64, 4 warps, 2 stages at d128;
-# BLOCK_N 128, 3 stages at d64); 256 halves BLOCK_N to fit shared memory. Re-tuned entries will
-# name their bench/results file.
+# Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384), keyed by
+# (head-dim bucket, causal). Source: bench/results/2026-11-29-tune-tma.json (forward; tensor
+# descriptors beat pointer loads: 531 vs 486 TFLOP/s at d128) and 2026-11-29-tune-d128-initial.json
+# (backward d128: pointer loads 385 vs 362 with descriptors). d256 entries are untuned first choices
+# that fit shared memory (checked by the GPU test suite, not timed).
 _FWD = {
-    64: KernelConfig(128, 128, 4, 3),
-    128: KernelConfig(128, 64, 4, 2),
-    256: KernelConfig(128, 32, 8, 2),
+    (64, False): KernelConfig(128, 128, 4, 3),   # 424 TFLOP/s
+    (64, True): KernelConfig(128, 128, 4, 3),    # 404
+    (128, False): KernelConfig(128, 64, 4, 2),   # 531
+    (128, True): KernelConfig(128, 128, 8, 3),   # 485
+    (256, False): KernelConfig(128, 32, 8, 2),
+    (256, True): KernelConfig(128, 32, 8, 2),
 }
-_FWD_FP32 = KernelConfig(64, 32, 4, 2)  # fp32 tiles are twice the bytes
+_FWD_FP32 = KernelConfig(64, 32, 4, 2, tma=False)  # fp32 tiles are twice the bytes; untuned
 _BWD = {
-    64: KernelConfig(64, 64, 4, 2),
-    128: KernelConfig(64, 64, 4, 2),
-    256: KernelConfig(32, 32, 4, 1),
+    (64, False): KernelConfig(64, 64, 4, 3),              # 359 (descriptors)
+    (64, True): KernelConfig(64, 64, 4, 3),               # 357
+    (128, False): KernelConfig(64, 64, 4, 2, tma=False),  # 385 (pointer loads)
+    (128, True): KernelConfig(64, 64, 4, 2, tma=False),   # 373
+    (256, False): KernelConfig(32, 32, 4, 1, tma=False),
+    (256, True): KernelConfig(32, 32, 4, 1, tma=False),
 }
 # Small tiles under the interpreter: each program is simulated element by element on the CPU.
 _INTERPRET = KernelConfig(16, 16, 4, 1)
@@ -111,12 +118,12 @@ def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
         return _INTERPRET
     if dtype == torch.float32:
         return _FWD_FP32
-    return _FWD[_bucket(head_dim)]
+    return _FWD[(_bucket(head_dim), bool(causal))]
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
     if is_interpreting():
         return _INTERPRET
     if dtype == torch.float32:
-        return KernelConfig(32, 32, 4, 1)
-    return _BWD[_bucket(head_dim)]
+        return KernelConfig(32, 32, 4, 1, tma=False)
+    return _BWD[(_bucket(head_dim), bool(causal))]

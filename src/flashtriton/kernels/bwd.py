@@ -380,7 +380,10 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
         HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
-        IS_VARLEN=varlen, USE_TMA=cfg.tma and tma_ready(q, k, v, do),
+        # ptxas 12.x (Triton 3.6) segfaults compiling the dQ kernel with descriptors and an
+        # additive float mask in 16-bit dtypes (reproduced on CPU by compiling for sm_90a):
+        # that combination uses pointer loads.
+        IS_VARLEN=varlen, USE_TMA=cfg.tma and mask_kind != 2 and tma_ready(q, k, v, do),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
     scalars = (params.shift_extra, params.window_left, params.window_right,
                params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds)

@@ -174,3 +174,16 @@ def softmax_step(s, m_i, l_i, GUARD: tl.constexpr):
     alpha = tl.exp2(m_i - m_use)
     l_new = l_i * alpha + tl.sum(p, 1)
     return p, alpha, m_new, l_new
+
+
+@triton.jit
+def softmax_step_fused(qk, qk_scale, m_i, l_i):
+    """``softmax_step`` for unmasked tiles on the plain path (no softcap, ALiBi or mask) with a
+    non-negative scale: the row max is taken on raw ``q @ k^T`` and the scale is applied inside
+    ``exp2(qk * scale - m)``, one fused multiply-add per score instead of a multiply and a
+    subtract."""
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_new = l_i * alpha + tl.sum(p, 1)
+    return p, alpha, m_new, l_new

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
 from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2,
-                                        softmax_step, tma_ready)
+                                        softmax_step, softmax_step_fused, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -31,7 +31,8 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr, USE_TMA: tl.constexpr,
-               WARP_SPEC: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+               WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
+               UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not).
 
     With ``USE_TMA`` the tiles come through tensor descriptors (Hopper's copy engine), whose
@@ -51,10 +52,13 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
             kt = tl.load(p_kt)
         qk = mma(q, kt, tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
                  UPCAST_BF16, PRECISION)  # [BLOCK_M, BLOCK_N]
-        s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left, right, qk_scale,
-                        softcap, slope, p_mask + offs_n[None, :] * stride_mn, MASKED, HAS_LEFT,
-                        HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
-        p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, MASKED or MASK_KIND != 0)
+        if FUSED_SCALE and not MASKED:
+            p, alpha, m_i, l_i = softmax_step_fused(qk, qk_scale, m_i, l_i)
+        else:
+            s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left,
+                            right, qk_scale, softcap, slope, p_mask + offs_n[None, :] * stride_mn,
+                            MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
+            p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, MASKED or MASK_KIND != 0)
         if USE_TMA:
             v = v_desc.load([start_n, 0])
         elif MASKED or not EVEN_DV:
@@ -83,7 +87,7 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
               IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
-              USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr,
+              USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
               UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     num_m = tl.num_programs(0)
     pid_m = tl.program_id(0)
@@ -151,19 +155,19 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
                                shift, left, right, qk_scale, softcap, slope,
                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope,
                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope,
                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, UPCAST_BF16, PRECISION)
 
     # Rows that saw no key: l == 0 -> output 0, lse -inf.
     seen = l_i > 0.0
@@ -217,7 +221,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         so = (o.stride(0), o.stride(1), o.stride(2))
         sl = (lse.stride(0), lse.stride(1))
     dv = v.shape[-1]
-    cfg = config or fwd_config(q.dtype, d, params.has_right)
+    cfg = config or fwd_config(q.dtype, max(d, dv), params.has_right)
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
     cu_q = cu_seqlens_q if varlen else q
@@ -235,7 +239,10 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
         HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
         IS_VARLEN=varlen, USE_TMA=use_tma,
-        WARP_SPEC=cfg.warp_specialize and use_tma, **dot_flags(q.dtype, params.allow_tf32),
+        WARP_SPEC=cfg.warp_specialize and use_tma,
+        FUSED_SCALE=(params.softcap == 0 and alibi_slopes is None and mask_kind == 0
+                     and params.softmax_scale >= 0),
+        **dot_flags(q.dtype, params.allow_tf32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return o, lse
