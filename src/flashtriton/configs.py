@@ -37,6 +37,7 @@ class AttnParams:
     softcap: float = 0.0
     allow_tf32: bool = False
     shift_extra: int = 0
+    dropout_p: float = 0.0
 
     @property
     def has_left(self) -> bool:
@@ -64,13 +65,14 @@ class AttnParams:
 
 
 def make_params(head_dim: int, softmax_scale=None, causal=False, window_size=(-1, -1),
-                bottom_right=True, softcap=0.0, allow_tf32=False) -> AttnParams:
+                bottom_right=True, softcap=0.0, allow_tf32=False, dropout_p=0.0) -> AttnParams:
     left, right = (int(window_size[0]), int(window_size[1]))
     if causal:
         right = 0 if right < 0 else min(right, 0)
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     return AttnParams(softmax_scale=scale, window_left=left, window_right=right,
-                      bottom_right=bottom_right, softcap=float(softcap), allow_tf32=allow_tf32)
+                      bottom_right=bottom_right, softcap=float(softcap), allow_tf32=allow_tf32,
+                      dropout_p=float(dropout_p))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from flashtriton.configs import make_params
+from flashtriton.kernels.dropout import draw_seed
 from flashtriton.ops import attn_fwd_op
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -55,8 +56,6 @@ def _check_qkv(q, k, v, ndim, names=("q", "k", "v")):
 def _check_options(dropout_p, window_size, softcap, softmax_scale):
     if not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p: expected a float in [0, 1), got {dropout_p!r}")
-    if dropout_p > 0.0:
-        raise NotImplementedError("dropout_p > 0 is not built yet in flashtriton")
     if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
             or any(not isinstance(w, int) or w < -1 for w in window_size)):
         raise ValueError(f"window_size: expected (left, right) ints >= -1, got {window_size!r}")
@@ -90,6 +89,10 @@ def _allow_tf32(dtype):
     return dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
 
 
+def _seed(dropout_p, device):
+    return draw_seed(device) if dropout_p > 0 else None
+
+
 # ----------------------------------------------------------------------------- flash-attn API
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
@@ -117,7 +120,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                          _allow_tf32(q.dtype))
     out, lse = attn_fwd_op(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes, None, None,
                            q.shape[1], k.shape[1], params.softmax_scale, params.window_left,
-                           params.window_right, True, params.softcap, params.allow_tf32)
+                           params.window_right, True, params.softcap, params.allow_tf32,
+                           float(dropout_p), _seed(dropout_p, q.device))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -150,7 +154,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = attn_fwd_op(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes,
                            cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),
                            max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window_left,
-                           params.window_right, True, params.softcap, params.allow_tf32)
+                           params.window_right, True, params.softcap, params.allow_tf32,
+                           float(dropout_p), _seed(dropout_p, q.device))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -201,5 +206,5 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = (_unit_last(t.transpose(1, 2)) for t in (query, key, value))
     out, _ = attn_fwd_op(q, k, v, mask, None, None, None, seqlen_q, seqlen_k,
                          params.softmax_scale, params.window_left, params.window_right, False,
-                         0.0, params.allow_tf32)
+                         0.0, params.allow_tf32, float(dropout_p), _seed(dropout_p, query.device))
     return out.transpose(1, 2)

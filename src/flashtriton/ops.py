@@ -17,10 +17,11 @@ from flashtriton.kernels.bwd import attn_bwd
 from flashtriton.kernels.fwd import attn_fwd
 
 
-def _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
+def _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
+            dropout_p):
     return AttnParams(softmax_scale=softmax_scale, window_left=window_left,
                       window_right=window_right, bottom_right=bottom_right, softcap=softcap,
-                      allow_tf32=allow_tf32)
+                      allow_tf32=allow_tf32, dropout_p=dropout_p)
 
 
 @torch.library.custom_op("flashtriton::attn_fwd", mutates_args=(), device_types=("cuda", "cpu"))
@@ -28,16 +29,18 @@ def attn_fwd_op(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
                 alibi_slopes: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
                 cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
                 softmax_scale: float, window_left: int, window_right: int, bottom_right: bool,
-                softcap: float, allow_tf32: bool) -> tuple[Tensor, Tensor]:
-    params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32)
+                softcap: float, allow_tf32: bool, dropout_p: float,
+                seed: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
+                     dropout_p)
     return attn_fwd(q, k, v, params, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, seed=seed)
 
 
 @attn_fwd_op.register_fake
 def _(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
+      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32, dropout_p, seed):
     if cu_seqlens_q is not None:
         out = q.new_empty((q.shape[0], q.shape[1], v.shape[-1]))
         lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
@@ -53,40 +56,44 @@ def attn_bwd_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Ten
                 cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
                 max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, window_left: int,
                 window_right: int, bottom_right: bool, softcap: float,
-                allow_tf32: bool) -> tuple[Tensor, Tensor, Tensor]:
-    params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32)
+                allow_tf32: bool, dropout_p: float,
+                seed: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
+                     dropout_p)
     if do.stride(-1) != 1:
         do = do.contiguous()
     return attn_bwd(do, q, k, v, o, lse, params, dlse=dlse, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, seed=seed)
 
 
 @attn_bwd_op.register_fake
 def _(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-      max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32):
+      max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
+      dropout_p, seed):
     # contiguous, like the launcher's buffers (strides must match the real op's)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 _FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",
              "max_seqlen_q", "max_seqlen_k", "softmax_scale", "window_left", "window_right",
-             "bottom_right", "softcap", "allow_tf32")
+             "bottom_right", "softcap", "allow_tf32", "dropout_p", "seed")
 
 
 def _setup_context(ctx, inputs, output):
     args = dict(zip(_FWD_ARGS, inputs))
     out, lse = output
     ctx.save_for_backward(args["q"], args["k"], args["v"], out, lse, args["attn_mask"],
-                          args["alibi_slopes"], args["cu_seqlens_q"], args["cu_seqlens_k"])
-    ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:])
+                          args["alibi_slopes"], args["cu_seqlens_q"], args["cu_seqlens_k"],
+                          args["seed"])
+    ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:-1])
 
 
 def _backward(ctx, grad_out, grad_lse):
-    q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k = ctx.saved_tensors
+    q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, seed = ctx.saved_tensors
     # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
     dq, dk, dv = attn_bwd_op(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q, cu_k,
-                             *ctx.scalars)
+                             *ctx.scalars, seed)
     return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
 
 

@@ -9,6 +9,13 @@ with ``triton.compile(..., target=GPUTarget("cuda", 90, 32))`` and read with the
 Triton's wheel carries (``backends/nvidia/bin``): ``cuobjdump -res-usage`` (registers, local
 memory), ``ptxas -v`` (spill bytes) and ``cuobjdump -sass`` (instruction counts).
 
+The production launchers choose tensor-descriptor (TMA) loads with ``kernels.common.tma_ready``,
+which answers False for CPU tensors. So that the compiled kernel is the one the H200 runs, the
+capture replaces the launchers' ``tma_ready`` by the answer an sm_90 GPU gives for the same
+tensors (``--loads tma``, the default), or by False (``--loads pointer``: the fallback kernel).
+Either way the launcher's config still decides (a config with ``tma=False`` uses pointer loads);
+the report's ``loads`` field says which variant was compiled (its ``USE_TMA`` constexpr).
+
 The compile runs in a child process with ``TRITON_INTERPRET=0``: under the interpreter
 ``@triton.jit`` makes interpreter objects that cannot be compiled.
 """
@@ -22,16 +29,32 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Callable
 
 COUNTED = ("HGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG")
+LOADS = ("tma", "pointer")
+# Launcher modules whose ``tma_ready`` the capture answers for an sm_90 GPU.
+TMA_LAUNCHERS = ("flashtriton.kernels.fwd", "flashtriton.kernels.bwd")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a registry entry's launcher is called with: dtype (a torch dtype), head dim, block
+    sizes (None: the launcher's own) and whether float32 dots may use tf32."""
+
+    dtype: object
+    head_dim: int
+    block_m: int | None = None
+    block_n: int | None = None
+    allow_tf32: bool = False
 
 
 @dataclass(frozen=True)
 class SassEntry:
-    """``launch(dtype, head_dim, block_m, block_n)`` calls a launcher on CPU tensors; the
-    launches of ``kernel`` are compiled (the first one unless ``index`` says otherwise)."""
+    """``launch(shape)`` calls a launcher on CPU tensors; the launches of ``kernel`` are
+    compiled (the first one unless ``index`` says otherwise)."""
 
     description: str
     launch: Callable
@@ -47,34 +70,37 @@ def _qkv(dtype, head_dim, seqlen=256, heads=2):
 
 
 def _ladder_launch(name):
-    def launch(dtype, head_dim, block_m, block_n):
-        from flashtriton.ladder import VARIANTS, LadderConfig
+    def launch(shape: Shape):
+        from flashtriton.ladder import VARIANTS
 
-        cfg = VARIANTS[name].default_config(dtype, head_dim)
-        if block_m or block_n:
-            cfg = LadderConfig(block_m or cfg.block_m, block_n or cfg.block_n, cfg.num_warps, cfg.num_stages)
-        VARIANTS[name].forward(*_qkv(dtype, head_dim), config=cfg)
+        cfg = VARIANTS[name].default_config(shape.dtype, shape.head_dim)
+        cfg = replace(cfg, block_m=shape.block_m or cfg.block_m, block_n=shape.block_n or cfg.block_n)
+        VARIANTS[name].forward(*_qkv(shape.dtype, shape.head_dim), config=cfg, allow_tf32=shape.allow_tf32)
     return launch
 
 
-def _production_fwd(dtype, head_dim, block_m, block_n):
-    from flashtriton.configs import KernelConfig, fwd_config, make_params
+def _production_fwd(shape: Shape):
+    from flashtriton.configs import fwd_config, make_params
     from flashtriton.kernels.fwd import attn_fwd
 
-    cfg = fwd_config(dtype, head_dim, False)
-    cfg = KernelConfig(block_m or cfg.block_m, block_n or cfg.block_n, cfg.num_warps, cfg.num_stages)
-    attn_fwd(*_qkv(dtype, head_dim), make_params(head_dim), config=cfg)
+    cfg = fwd_config(shape.dtype, shape.head_dim, False)
+    cfg = replace(cfg, block_m=shape.block_m or cfg.block_m, block_n=shape.block_n or cfg.block_n)
+    attn_fwd(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim, allow_tf32=shape.allow_tf32),
+             config=cfg)
 
 
-def _production_bwd(dtype, head_dim, block_m, block_n):
+def _production_bwd(shape: Shape):
     import torch
 
     from flashtriton.configs import make_params
     from flashtriton.kernels.bwd import attn_bwd
 
-    q, k, v = _qkv(dtype, head_dim)
+    if shape.block_m or shape.block_n:
+        raise ValueError("block_m, block_n: the backward entries use the launcher's own blocks")
+    q, k, v = _qkv(shape.dtype, shape.head_dim)
     lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse, make_params(head_dim))
+    attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse,
+             make_params(shape.head_dim, allow_tf32=shape.allow_tf32))
 
 
 # name -> entry. The production entries call the library's launchers (kernels/fwd.py, bwd.py);
@@ -110,6 +136,12 @@ def count_instructions(sass: str, names=COUNTED) -> dict[str, int]:
     return {n: counts.get(n, 0) for n in names}
 
 
+def shared_layouts(ttgir: str) -> list[str]:
+    """The shared-memory encodings in a kernel's TTGIR (``#ttg.swizzled_shared<...>``,
+    ``#ttg.nvmma_shared<...>``): ``maxPhase = 1`` means rows are not swizzled."""
+    return sorted(set(re.findall(r"#ttg\.\w*shared<\{[^}]*\}>", ttgir)))
+
+
 def parse_res_usage(text: str) -> dict[str, int]:
     """``cuobjdump -res-usage`` line ``REG:128 STACK:0 SHARED:0 LOCAL:0 ...`` as a dict."""
     return {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
@@ -136,8 +168,43 @@ class _TargetOnlyDriver:
         return GPUTarget("cuda", 90, 32)
 
 
-def capture_launches(call: Callable) -> list[dict]:
-    """Run ``call`` with launches recorded, not compiled or run: kernel, signature, constexprs, attrs, options."""
+def _tma_ready_on_sm90(*tensors) -> bool:
+    """What ``kernels.common.tma_ready`` answers on an sm_90 GPU for tensors of this layout:
+    last stride 1, 16-byte-aligned base, every other stride a multiple of 16 bytes."""
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all((s * t.element_size()) % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+
+
+def _no_tma(*tensors) -> bool:
+    return False
+
+
+@contextmanager
+def _loads_as(loads: str):
+    """Answer the launchers' ``tma_ready`` as an sm_90 GPU would (``"tma"``) or never (``"pointer"``)."""
+    import importlib
+
+    if loads not in LOADS:
+        raise ValueError(f"loads: expected one of {', '.join(LOADS)}, got {loads!r}")
+    answer = _tma_ready_on_sm90 if loads == "tma" else _no_tma
+    saved = {}
+    try:
+        for name in TMA_LAUNCHERS:
+            module = importlib.import_module(name)
+            if not hasattr(module, "tma_ready"):
+                raise RuntimeError(f"sass: {name} no longer calls tma_ready; update TMA_LAUNCHERS in analysis/sass.py")
+            saved[module] = module.tma_ready
+            module.tma_ready = answer
+        yield
+    finally:
+        for module, fn in saved.items():
+            module.tma_ready = fn
+
+
+def capture_launches(call: Callable, loads: str = "tma") -> list[dict]:
+    """Run ``call`` with launches recorded, not compiled or run: kernel, signature, constexprs, attrs,
+    options. ``loads``: see :func:`_loads_as`. Nothing is launched, so no allocator is needed for
+    the descriptors' scratch memory."""
     from triton import knobs
     from triton.runtime import driver
 
@@ -156,7 +223,8 @@ def capture_launches(call: Callable) -> list[dict]:
     driver.set_active(_TargetOnlyDriver())
     knobs.runtime.jit_cache_hook = hook
     try:
-        call()
+        with _loads_as(loads):
+            call()
     finally:
         knobs.runtime.jit_cache_hook = saved_hook
         driver.set_active(saved_driver)
@@ -181,23 +249,29 @@ def compile_launch(launch: dict) -> dict:
         res = parse_res_usage(run(tool("cuobjdump"), "-res-usage", cubin).stdout)
         sass = run(tool("cuobjdump"), "-sass", cubin).stdout
         ptxas = run(tool("ptxas"), "-v", "--gpu-name=sm_90a", ptx, "-o", os.path.join(d, "v.o"))
+    constexprs = {launch["fn"].arg_names[p[0]]: v for p, v in launch["constants"].items()
+                  if isinstance(v, (int, float, bool, str))}
     return {
         "kernel": launch["name"], "arch": "sm_90a",
+        "loads": "tma" if constexprs.get("USE_TMA") else "pointer",
         "num_warps": launch["options"]["num_warps"], "num_stages": launch["options"]["num_stages"],
-        "constexprs": {launch["fn"].arg_names[p[0]]: v for p, v in launch["constants"].items()
-                       if isinstance(v, (int, float, bool, str))},
+        "constexprs": constexprs,
         "registers": res.get("REG", 0),
         "shared_bytes": int(compiled.metadata.shared) + res.get("SHARED", 0),
         "spill_bytes": parse_ptxas_spills(ptxas.stderr + ptxas.stdout),
         "local_bytes": res.get("LOCAL", 0),
         "stack_bytes": res.get("STACK", 0),
         "instructions": count_instructions(sass),
+        "shared_layouts": shared_layouts(compiled.asm["ttgir"]),
     }
 
 
 def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim: int = 128,
-                block_m: int | None = None, block_n: int | None = None) -> dict:
-    """Compile registry entry ``name`` in this process (needs TRITON_INTERPRET unset)."""
+                block_m: int | None = None, block_n: int | None = None, loads: str = "tma",
+                allow_tf32: bool = False) -> dict:
+    """Compile registry entry ``name`` in this process (needs TRITON_INTERPRET unset).
+    ``loads="tma"``: the kernel as the H200 runs it; ``"pointer"``: the pointer-load fallback.
+    ``allow_tf32``: float32 dots in tf32 (the default is true fp32, as the library's)."""
     import torch
 
     from flashtriton.kernels.common import is_interpreting
@@ -207,24 +281,28 @@ def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim:
     if name not in KERNELS:
         raise ValueError(f"kernel: unknown {name!r}; known: {', '.join(KERNELS)}")
     entry = KERNELS[name]
-    launches = capture_launches(lambda: entry.launch(getattr(torch, dtype), head_dim, block_m, block_n))
+    shape = Shape(getattr(torch, dtype), head_dim, block_m, block_n, allow_tf32)
+    launches = capture_launches(lambda: entry.launch(shape), loads)
     launches = [x for x in launches if x["name"] == entry.kernel]
     if len(launches) <= entry.index:
         raise RuntimeError(f"sass: {name}'s launcher did not launch {entry.kernel} "
                            f"(the registry entry needs updating)")
     report = compile_launch(launches[entry.index])
-    report.update(entry=name, dtype=dtype, head_dim=head_dim)
+    report.update(entry=name, dtype=dtype, head_dim=head_dim, allow_tf32=allow_tf32)
     return report
 
 
-def report_in_child(name="production_fwd", dtype="bfloat16", head_dim=128, block_m=None, block_n=None) -> dict:
+def report_in_child(name="production_fwd", dtype="bfloat16", head_dim=128, block_m=None, block_n=None,
+                    loads="tma", allow_tf32=False) -> dict:
     """:func:`sass_report` in a fresh Python with TRITON_INTERPRET=0 (safe from tests and the interpreter)."""
     cmd = [sys.executable, "-m", "flashtriton.cli", "sass", "--kernel", name, "--dtype", dtype,
-           "--headdim", str(head_dim), "--json", "--in-process"]
+           "--headdim", str(head_dim), "--loads", loads, "--json", "--in-process"]
     if block_m:
         cmd += ["--block-m", str(block_m)]
     if block_n:
         cmd += ["--block-n", str(block_n)]
+    if allow_tf32:
+        cmd += ["--allow-tf32"]
     env = dict(os.environ, TRITON_INTERPRET="0")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
@@ -238,6 +316,10 @@ def add_cli_arguments(parser) -> None:
     parser.add_argument("--headdim", type=int, default=128)
     parser.add_argument("--block-m", type=int, default=None, help="default: the launcher's own")
     parser.add_argument("--block-n", type=int, default=None, help="default: the launcher's own")
+    parser.add_argument("--loads", default="tma", choices=LOADS,
+                        help="tma: tensor-descriptor loads where the launcher uses them on an sm_90 GPU "
+                             "(what the H200 runs); pointer: the pointer-load fallback")
+    parser.add_argument("--allow-tf32", action="store_true", help="float32 dots in tf32 (default: true fp32)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list", action="store_true", help="list the registry and exit")
     parser.add_argument("--in-process", action="store_true", help="compile here (TRITON_INTERPRET must be unset)")
@@ -249,13 +331,14 @@ def run_cli(args) -> int:
             print(f"{name:22s} {e.kernel:18s} {e.description}")
         return 0
     fn = sass_report if args.in_process else report_in_child
-    r = fn(args.kernel, args.dtype, args.headdim, args.block_m, args.block_n)
+    r = fn(args.kernel, args.dtype, args.headdim, args.block_m, args.block_n, args.loads, args.allow_tf32)
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
     print(f"{r['entry']} ({r['kernel']}, {r['dtype']}, head dim {r['head_dim']}, {r['num_warps']} warps, "
-          f"{r['num_stages']} stages) for {r['arch']}")
+          f"{r['num_stages']} stages, {r['loads']} loads) for {r['arch']}")
     print(f"  registers {r['registers']}, shared {r['shared_bytes']:,} bytes, spills {r['spill_bytes']} bytes, "
           f"local {r['local_bytes']} bytes")
     print("  " + ", ".join(f"{k} {v}" for k, v in r["instructions"].items()))
+    print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))
     return 0

@@ -16,8 +16,8 @@ import triton
 import triton.language as tl
 
 from flashtriton.configs import AttnParams, bwd_config
-from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2, tanh,
-                                        tma_ready)
+from flashtriton.kernels.common import (LOG2E, dot_flags, dropout_keep, inner_ranges, mma,
+                                        scores_log2, tanh, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -58,10 +58,12 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
 def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                 stride_qm, stride_dom, stride_mm, m_start, m_end, offs_n, offs_dqk, offs_dv,
                 seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                seed, bh, dropout_p,
                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
                 MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-                USE_TMA: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+                USE_TMA: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Accumulate dK, dV ([BLOCK_N, D]) over query blocks ``[m_start, m_end)``."""
     offs_mb = tl.arange(0, BLOCK_M)
     for start_m in range(m_start, m_end, BLOCK_M):
@@ -84,9 +86,15 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
                          right, qk_scale, softcap, slope, p_mask + offs_m[None, :] * stride_mm,
                          MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
         pt = tl.exp2(st - lse2[None, :])  # [BLOCK_N, BLOCK_M]
-        dv = mma(pt.to(do.dtype), do, dv, UPCAST_BF16, PRECISION)
         dpt = mma(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], dtype=tl.float32),
                   UPCAST_BF16, PRECISION)  # [BLOCK_N, BLOCK_M]
+        if HAS_DROPOUT:  # the forward's mask, regenerated: dV sees Z∘P/(1-p), dP becomes Z∘dP/(1-p)
+            keep = dropout_keep(seed, bh, offs_m[None, :], offs_n[:, None], dropout_p)
+            inv = 1.0 / (1.0 - dropout_p)
+            dv = mma((tl.where(keep, pt, 0.0) * inv).to(do.dtype), do, dv, UPCAST_BF16, PRECISION)
+            dpt = tl.where(keep, dpt * inv, 0.0)
+        else:
+            dv = mma(pt.to(do.dtype), do, dv, UPCAST_BF16, PRECISION)
         dst = pt * (dpt - delta[None, :])
         if HAS_SOFTCAP:
             t = tanh(qkt * qk_scale)
@@ -99,20 +107,20 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
     "EVEN_DQK": lambda a: a["HEAD_DIM_QK"] == a["BLOCK_DQK"],
 })
 @triton.jit
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K, SEED,
                    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                    stride_vb, stride_vn, stride_vh, stride_dob, stride_dom, stride_doh,
                    stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                    stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
                    nheads, nheads_k, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
-                   qk_scale, softcap, slope_scale, ds_scale,
+                   qk_scale, softcap, slope_scale, ds_scale, dropout_p,
                    HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                    BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
                    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                    IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, USE_TMA: tl.constexpr,
-                   UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+                   HAS_DROPOUT: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads_k
@@ -152,6 +160,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
     # key j is seen by query i iff j - shift - right <= i <= j - shift + left
     lo, a, bb, hi = inner_ranges(n0, seqlen_k, seqlen_q, -shift, right, left,
                                  BLOCK_N, BLOCK_M, HAS_RIGHT, HAS_LEFT)
+    seed = 0
+    if HAS_DROPOUT:
+        seed = tl.load(SEED)
     for g in range(0, group):
         h = h_k * group + g
         slope = 0.0
@@ -174,18 +185,21 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                              stride_qm, stride_dom, stride_mm, a, bb, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, False, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16, PRECISION)
+                             seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, False, HAS_LEFT, HAS_RIGHT,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT, UPCAST_BF16,
+                             PRECISION)
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                              stride_qm, stride_dom, stride_mm, lo, a, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16, PRECISION)
+                             seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT, UPCAST_BF16,
+                             PRECISION)
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
                              stride_qm, stride_dom, stride_mm, bb, hi, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16, PRECISION)
+                             seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
+                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT, UPCAST_BF16,
+                             PRECISION)
 
     dk = dk * ds_scale
     tl.store(DK + b64 * stride_dkb + h_k * stride_dkh + rows_k[:, None] * stride_dkn
@@ -199,11 +213,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K,
 @triton.jit
 def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
               n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-              shift, left, right, qk_scale, softcap, slope,
+              shift, left, right, qk_scale, softcap, slope, seed, bh, dropout_p,
               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_N: tl.constexpr,
               MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-              USE_TMA: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+              USE_TMA: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Accumulate dQ ([BLOCK_M, D]) over key blocks ``[n_start, n_end)``."""
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in range(n_start, n_end, BLOCK_N):
@@ -225,6 +240,9 @@ def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_k
         p = tl.exp2(s - lse2[:, None])
         dp = mma(do, tl.trans(v), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
                  UPCAST_BF16, PRECISION)
+        if HAS_DROPOUT:
+            keep = dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], dropout_p)
+            dp = tl.where(keep, dp * (1.0 / (1.0 - dropout_p)), 0.0)
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
             t = tanh(qk * qk_scale)
@@ -237,20 +255,20 @@ def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_k
     "EVEN_DQK": lambda a: a["HEAD_DIM_QK"] == a["BLOCK_DQK"],
 })
 @triton.jit
-def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K,
+def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
                  stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                  stride_vb, stride_vn, stride_vh, stride_dob, stride_dom, stride_doh,
                  stride_dqb, stride_dqm, stride_dqh,
                  stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
                  nheads, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
-                 qk_scale, softcap, slope_scale, ds_scale,
+                 qk_scale, softcap, slope_scale, ds_scale, dropout_p,
                  HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                  BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
                  HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                  IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, USE_TMA: tl.constexpr,
-                 UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+                 HAS_DROPOUT: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     num_m = tl.num_programs(0)
     pid_m = tl.program_id(0)
     if HAS_RIGHT:
@@ -298,6 +316,9 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K,
     p_v = V + b64 * stride_vb + h_k.to(tl.int64) * stride_vh + k_start.to(tl.int64) * stride_vn
     p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_m[:, None] * stride_mm
     dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
+    seed = 0
+    if HAS_DROPOUT:
+        seed = tl.load(SEED)
     if USE_TMA:
         k_desc = tl.make_tensor_descriptor(p_k, shape=[seqlen_k, HEAD_DIM_QK], strides=[stride_kn, 1],
                                            block_shape=[BLOCK_N, BLOCK_DQK])
@@ -311,19 +332,19 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
-                   qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False,
-                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16,
-                   PRECISION)
+                   qk_scale, softcap, slope, seed, pid_bh, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT,
+                   UPCAST_BF16, PRECISION)
     dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
-                   qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
-                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16,
-                   PRECISION)
+                   qk_scale, softcap, slope, seed, pid_bh, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT,
+                   UPCAST_BF16, PRECISION)
     dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
-                   qk_scale, softcap, slope, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
-                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, UPCAST_BF16,
-                   PRECISION)
+                   qk_scale, softcap, slope, seed, pid_bh, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
+                   HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT,
+                   UPCAST_BF16, PRECISION)
     dq = dq * ds_scale
     tl.store(DQ + b64 * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm + offs_dqk[None, :],
              dq.to(DQ.dtype.element_ty), mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK))
@@ -335,7 +356,7 @@ def _pow2_dim(d: int) -> int:
 
 def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None, alibi_slopes=None,
              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-             config=None):
+             seed=None, config=None):
     """Launch the three backward kernels. Layouts as ``attn_fwd``; returns ``(dq, dk, dv)``
     shaped like q, k, v. ``dlse``: gradient of the returned lse, if any (dS gains ``P * dlse``,
     which is the same as subtracting it from delta)."""
@@ -384,16 +405,17 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         # additive float mask in 16-bit dtypes (reproduced on CPU by compiling for sm_90a):
         # that combination uses pointer loads.
         IS_VARLEN=varlen, USE_TMA=cfg.tma and mask_kind != 2 and tma_ready(q, k, v, do),
+        HAS_DROPOUT=params.dropout_p > 0,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
     scalars = (params.shift_extra, params.window_left, params.window_right,
-               params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds)
+               params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds, params.dropout_p)
     _attn_bwd_dkdv[(triton.cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k)](
-        q, k, v, do, lse, delta, dk, dv, mask, slopes, cu_q, cu_k,
+        q, k, v, do, lse, delta, dk, dv, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
         *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
         *sl, *sm, s_sb, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k, *scalars,
         **common)
     _attn_bwd_dq[(triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)](
-        q, k, v, do, lse, delta, dq, mask, slopes, cu_q, cu_k,
+        q, k, v, do, lse, delta, dq, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
         *strides(q), *strides(k), *strides(v), *strides(do), *strides(dq),
         *sl, *sm, s_sb, nheads, nheads // nheads_k, seqlen_q, seqlen_k, *scalars, **common)
     return dq, dk, dv

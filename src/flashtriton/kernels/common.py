@@ -187,3 +187,17 @@ def softmax_step_fused(qk, qk_scale, m_i, l_i):
     alpha = tl.exp2(m_i - m_new)
     l_new = l_i * alpha + tl.sum(p, 1)
     return p, alpha, m_new, l_new
+
+
+@triton.jit
+def dropout_keep(seed, bh, qi, kj, dropout_p):
+    """Counter-based dropout mask: True keeps score (qi, kj) of program-head ``bh``.
+
+    Philox keyed by ``seed`` with counter (query, key, batch*nheads + head, 0): every element
+    has its own counter, so the backward regenerates exactly the forward's mask, and no counter
+    overflows whatever the sequence lengths. ``qi``/``kj`` broadcast like in ``scores_log2``.
+    """
+    zero = (qi * 0 + kj * 0).to(tl.uint32)
+    r, _, _, _ = tl.philox(seed, qi.to(tl.uint32) + zero, kj.to(tl.uint32) + zero,
+                           zero + bh.to(tl.uint32), zero)
+    return tl.uint_to_uniform_float(r) >= dropout_p

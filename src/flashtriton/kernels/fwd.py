@@ -15,7 +15,7 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
 from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2,
-                                        softmax_step, softmax_step_fused, tma_ready)
+                                        dropout_keep, softmax_step, softmax_step_fused, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -25,13 +25,13 @@ _empty = torch.empty
 @triton.jit
 def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-               shift, left, right, qk_scale, softcap, slope,
+               shift, left, right, qk_scale, softcap, slope, seed, bh, dropout_p,
                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr, USE_TMA: tl.constexpr,
-               WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
+               WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not).
 
@@ -66,6 +66,8 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
                         other=0.0)
         else:
             v = tl.load(p_vt)
+        if HAS_DROPOUT:  # l keeps the undropped sum; 1/(1-p) is applied once at the end
+            p = tl.where(dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], dropout_p), p, 0.0)
         acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST_BF16, PRECISION)
     return acc, m_i, l_i
 
@@ -75,12 +77,12 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
     "EVEN_DV": lambda a: a["HEAD_DIM_V"] == a["BLOCK_DV"],
 })
 @triton.jit
-def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
+def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
               stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
               stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
               stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
               nheads, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
-              qk_scale, softcap, slope_scale,
+              qk_scale, softcap, slope_scale, dropout_p,
               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
               BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -88,7 +90,7 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
               HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
               IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
               USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
-              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+              HAS_DROPOUT: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     num_m = tl.num_programs(0)
     pid_m = tl.program_id(0)
     if HAS_RIGHT:  # longest-first: with a causal/right limit the last query tiles do the most work
@@ -144,6 +146,9 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
     if HAS_ALIBI:
         slope = tl.load(SLOPES + b * stride_sb + h).to(tl.float32) * slope_scale
 
+    seed = 0
+    if HAS_DROPOUT:
+        seed = tl.load(SEED)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
@@ -152,28 +157,30 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-                               shift, left, right, qk_scale, softcap, slope,
-                               HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
+                               shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
+                               dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-                               shift, left, right, qk_scale, softcap, slope,
-                               HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
+                               shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
+                               dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-                               shift, left, right, qk_scale, softcap, slope,
-                               HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
+                               shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
+                               dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, UPCAST_BF16, PRECISION)
 
     # Rows that saw no key: l == 0 -> output 0, lse -inf.
     seen = l_i > 0.0
     l_safe = tl.where(seen, l_i, 1.0)
-    out = acc / l_safe[:, None]
     lse = tl.where(seen, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+    if HAS_DROPOUT:  # kept probabilities scale by 1/(1-p); the lse stays that of P
+        l_safe = l_safe * (1.0 - dropout_p)
+    out = acc / l_safe[:, None]
 
     p_o = O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_om
     if USE_TMA:
@@ -193,10 +200,11 @@ def _pow2_dim(d: int) -> int:
 
 def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-             config=None):
+             seed=None, config=None):
     """Launch the forward. Dense: q (B, Sq, H, D), k/v (B, Sk, Hk, D[v]); varlen: (total, H, D)
     with ``cu_seqlens_*``. Last dims contiguous. Returns ``(o, lse)``: o like q with headdim_v,
-    lse float32 (B, H, Sq) or (H, total_q)."""
+    lse float32 (B, H, Sq) or (H, total_q). ``seed``: int64 tensor of one element on q's device,
+    needed when ``params.dropout_p > 0``."""
     varlen = cu_seqlens_q is not None
     if varlen:
         total_q, nheads, d = q.shape
@@ -229,11 +237,11 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     use_tma = cfg.tma and tma_ready(q, k, v, o)
     grid = (triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)
     _attn_fwd[grid](
-        q, k, v, o, lse, mask, slopes, cu_q, cu_k,
+        q, k, v, o, lse, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
         *sq, *sk, *sv, *so, *sl, *sm, s_sb,
         nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.shift_extra,
         params.window_left, params.window_right,
-        params.qk_scale_log2, params.softcap_log2, LOG2E,
+        params.qk_scale_log2, params.softcap_log2, LOG2E, params.dropout_p,
         HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(dv),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
@@ -242,6 +250,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         WARP_SPEC=cfg.warp_specialize and use_tma,
         FUSED_SCALE=(params.softcap == 0 and alibi_slopes is None and mask_kind == 0
                      and params.softmax_scale >= 0),
+        HAS_DROPOUT=params.dropout_p > 0,
         **dot_flags(q.dtype, params.allow_tf32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
