@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from flashtriton.analysis.sass import KERNELS, count_instructions, parse_ptxas_spills, parse_res_usage
 
 SASS_SAMPLE = """
@@ -43,21 +45,55 @@ def _sass(*args):
     return json.loads(out.stdout)
 
 
-def test_default_is_the_production_forward_on_hopper_tensor_cores():
+def test_default_is_the_production_forward_as_the_h200_runs_it():
+    """bf16 d128: tensor-descriptor (TMA) loads and warpgroup MMAs, as on the GPU, although the
+    launcher's tma_ready() says False for the CPU tensors of the capture."""
     r = _sass()
     assert set(r) >= {"registers", "shared_bytes", "spill_bytes", "instructions"}
     assert r["kernel"] == "_attn_fwd" and r["dtype"] == "bfloat16" and r["head_dim"] == 128
     assert r["arch"] == "sm_90a"
+    assert r["loads"] == "tma" and r["constexprs"]["USE_TMA"] is True
     assert 0 < r["registers"] <= 255 and r["shared_bytes"] > 0
-    assert r["instructions"]["HGMMA"] > 0  # bf16 dots become warpgroup MMAs on sm_90a
+    assert r["instructions"]["UTMALDG"] > 0, r["instructions"]  # TMA loads
+    assert r["instructions"]["HGMMA"] > 0, r["instructions"]  # bf16 dots become warpgroup MMAs
     assert set(r["instructions"]) == {"HGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG"}
 
 
+def test_pointer_loads_variant():
+    r = _sass("--loads", "pointer")
+    assert r["loads"] == "pointer" and r["constexprs"]["USE_TMA"] is False
+    assert r["instructions"]["UTMALDG"] == 0 and r["instructions"]["LDGSTS"] > 0, r["instructions"]
+    assert r["instructions"]["HGMMA"] > 0
+
+
+def test_tma_answer_is_the_layout_rule_and_is_restored():
+    import torch
+
+    import flashtriton.kernels.fwd as fwd
+    from flashtriton.analysis.sass import _loads_as, _tma_ready_on_sm90
+
+    t = torch.empty(2, 64, 4, 32, dtype=torch.bfloat16)
+    assert _tma_ready_on_sm90(t, t.transpose(1, 2))  # contiguous, and a head-major view
+    assert not _tma_ready_on_sm90(t[..., 1:])  # base 2 bytes past alignment
+    assert not _tma_ready_on_sm90(t.transpose(2, 3))  # last stride not 1
+    original = fwd.tma_ready
+    with _loads_as("pointer"):
+        assert fwd.tma_ready(t) is False
+    assert fwd.tma_ready is original
+    with pytest.raises(ValueError, match="loads"):
+        with _loads_as("cp.async"):
+            pass
+
+
 def test_ladder_v2_fp32_ieee_uses_no_tensor_cores():
-    """True fp32 ("ieee") dots cannot use HGMMA: the ladder's fp32 kernels are FFMA loops."""
+    """True fp32 ("ieee") dots cannot use HGMMA: the ladder's fp32 kernels are FFMA loops, and
+    their operands sit in shared memory unswizzled (maxPhase = 1); v2 reads K transposed
+    (order [0, 1]), the spec's bank-conflict pattern (docs/ladder.md)."""
     r = _sass("--kernel", "v2", "--dtype", "float32", "--headdim", "32")
     assert r["kernel"] == "_ladder_v2_fwd" and r["instructions"]["HGMMA"] == 0
     assert r["constexprs"]["BLOCK_M"] == 32 and r["constexprs"]["BLOCK_D"] == 32
+    transposed = [x for x in r["shared_layouts"] if "order = [0, 1]" in x]
+    assert transposed and all("maxPhase = 1," in x for x in transposed), r["shared_layouts"]
 
 
 def test_registry_covers_the_ladder_and_the_backward():

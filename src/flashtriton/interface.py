@@ -17,14 +17,14 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 # ----------------------------------------------------------------------------- validation
-def _check_tensor(name, t, ndim):
+def _check_tensor(name, t, ndim, dtypes=_DTYPES):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if t.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
-    if t.dtype not in _DTYPES:
-        raise TypeError(f"{name}: dtype {t.dtype} is not supported; expected float16, bfloat16 "
-                        "or float32")
+    if t.dtype not in dtypes:
+        names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name}: dtype {t.dtype} is not supported; expected one of {names}")
 
 
 def _check_head_dim(name, d):
@@ -33,10 +33,10 @@ def _check_head_dim(name, d):
                          "8..256")
 
 
-def _check_qkv(q, k, v, ndim, names=("q", "k", "v")):
+def _check_qkv(q, k, v, ndim, names=("q", "k", "v"), dtypes=_DTYPES):
     """Checks shared by all layouts once in flash order: seq dim -3, heads -2, headdim -1."""
     for name, t in zip(names, (q, k, v)):
-        _check_tensor(name, t, ndim)
+        _check_tensor(name, t, ndim, dtypes)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share a dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
@@ -89,6 +89,32 @@ def _allow_tf32(dtype):
     return dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
 
 
+def _fp8_descale(q, k, v, q_descale, k_descale, v_descale, dropout_p):
+    """float8_e4m3fn inputs: checks, and the (q, k, v) descales as one float32 device tensor.
+    Returns None for 16/32-bit inputs (where descales must not be given)."""
+    descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
+    if q.dtype != torch.float8_e4m3fn:
+        for name, d in descales:
+            if d is not None:
+                raise ValueError(f"{name}: descales apply to float8_e4m3fn inputs only (q is {q.dtype})")
+        return None
+    if any(t.requires_grad for t in (q, k, v)):
+        raise NotImplementedError("float8 attention is forward only in flashtriton: no backward")
+    if dropout_p > 0:
+        raise NotImplementedError("dropout_p > 0 with float8 inputs is not built in flashtriton")
+    values = []
+    for name, d in descales:
+        if d is None:
+            values.append(torch.ones(1, device=q.device))
+            continue
+        if not isinstance(d, torch.Tensor) or d.dtype != torch.float32 or d.numel() != 1:
+            raise TypeError(f"{name}: expected a float32 tensor with one element (per-tensor descale)")
+        if d.device != q.device:
+            raise ValueError(f"{name}: on {d.device}, q is on {q.device}")
+        values.append(d.reshape(1))
+    return torch.cat(values)
+
+
 def _seed(dropout_p, device):
     return draw_seed(device) if dropout_p > 0 else None
 
@@ -96,7 +122,7 @@ def _seed(dropout_p, device):
 # ----------------------------------------------------------------------------- flash-attn API
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
-                    return_attn_probs=False):
+                    return_attn_probs=False, *, q_descale=None, k_descale=None, v_descale=None):
     """Exact attention, flash-attn's interface.
 
     q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k, headdim[_v]), with
@@ -104,24 +130,30 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     iff j <= i + seqlen_k - seqlen_q). ``window_size=(left, right)``: -1 is unlimited.
     ``softcap > 0`` computes ``softcap * tanh(s / softcap)``; ``alibi_slopes`` (nheads,) or
     (batch, nheads), float32, adds ``-slope * |j - (i + seqlen_k - seqlen_q)|``. The backward is
-    always deterministic, so ``deterministic`` changes nothing.
+    always deterministic, so ``deterministic`` changes nothing. ``dropout_p > 0`` drops
+    probabilities with a counter-based mask drawn from torch's generator for q's device
+    (``torch.manual_seed`` makes it reproducible; the backward regenerates the same mask).
+    float8_e4m3fn q/k/v (forward only, Hopper tensor cores on sm_90): ``q_descale``, ``k_descale``,
+    ``v_descale`` are per-tensor float32 descales (one element each, default 1); the output is
+    bfloat16.
     Returns out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse, None) when
     ``return_attn_probs`` (lse float32 (batch, nheads, seqlen_q); the probabilities themselves are
     not returned).
     """
-    _check_qkv(q, k, v, 4)
+    _check_qkv(q, k, v, 4, dtypes=_DTYPES + (torch.float8_e4m3fn,))
     if q.shape[0] != k.shape[0]:
         raise ValueError(f"batch sizes differ: q has {q.shape[0]}, k has {k.shape[0]}")
     if q.shape[1] == 0 or k.shape[1] == 0:
         raise ValueError(f"seqlen must be >= 1; got seqlen_q={q.shape[1]}, seqlen_k={k.shape[1]}")
     _check_options(dropout_p, window_size, softcap, softmax_scale)
+    descale = _fp8_descale(q, k, v, q_descale, k_descale, v_descale, dropout_p)
     slopes = _check_alibi(alibi_slopes, q.shape[0], q.shape[2], q.device)
     params = make_params(q.shape[-1], softmax_scale, causal, window_size, True, softcap,
                          _allow_tf32(q.dtype))
     out, lse = attn_fwd_op(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes, None, None,
                            q.shape[1], k.shape[1], params.softmax_scale, params.window_left,
                            params.window_right, True, params.softcap, params.allow_tf32,
-                           float(dropout_p), _seed(dropout_p, q.device))
+                           float(dropout_p), _seed(dropout_p, q.device), descale)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -145,7 +177,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise ValueError("cu_seqlens_q and cu_seqlens_k must both have batch + 1 >= 2 entries")
     for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if not isinstance(m, int) or m < 0:
-            raise ValueError(f"{name}: expected an int >= 0, got {max_seqlen_q!r}")
+            raise ValueError(f"{name}: expected an int >= 0, got {m!r}")
     _check_options(dropout_p, window_size, softcap, softmax_scale)
     batch = cu_seqlens_q.numel() - 1
     slopes = _check_alibi(alibi_slopes, batch, q.shape[1], q.device)
@@ -155,7 +187,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),
                            max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window_left,
                            params.window_right, True, params.softcap, params.allow_tf32,
-                           float(dropout_p), _seed(dropout_p, q.device))
+                           float(dropout_p), _seed(dropout_p, q.device), None)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -206,5 +238,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = (_unit_last(t.transpose(1, 2)) for t in (query, key, value))
     out, _ = attn_fwd_op(q, k, v, mask, None, None, None, seqlen_q, seqlen_k,
                          params.softmax_scale, params.window_left, params.window_right, False,
-                         0.0, params.allow_tf32, float(dropout_p), _seed(dropout_p, query.device))
+                         0.0, params.allow_tf32, float(dropout_p), _seed(dropout_p, query.device),
+                         None)
     return out.transpose(1, 2)

@@ -30,22 +30,25 @@ def attn_fwd_op(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
                 cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
                 softmax_scale: float, window_left: int, window_right: int, bottom_right: bool,
                 softcap: float, allow_tf32: bool, dropout_p: float,
-                seed: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+                seed: Optional[Tensor], descale: Optional[Tensor]) -> tuple[Tensor, Tensor]:
     params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
                      dropout_p)
     return attn_fwd(q, k, v, params, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, seed=seed)
+                    max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, seed=seed,
+                    descale=descale)
 
 
 @attn_fwd_op.register_fake
 def _(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32, dropout_p, seed):
+      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32, dropout_p, seed,
+      descale):
+    out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     if cu_seqlens_q is not None:
-        out = q.new_empty((q.shape[0], q.shape[1], v.shape[-1]))
+        out = q.new_empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=out_dtype)
         lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     else:
-        out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[-1]))
+        out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[-1]), dtype=out_dtype)
         lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
     return out, lse
 
@@ -77,7 +80,7 @@ def _(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqle
 
 _FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",
              "max_seqlen_q", "max_seqlen_k", "softmax_scale", "window_left", "window_right",
-             "bottom_right", "softcap", "allow_tf32", "dropout_p", "seed")
+             "bottom_right", "softcap", "allow_tf32", "dropout_p", "seed", "descale")
 
 
 def _setup_context(ctx, inputs, output):
@@ -86,7 +89,7 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(args["q"], args["k"], args["v"], out, lse, args["attn_mask"],
                           args["alibi_slopes"], args["cu_seqlens_q"], args["cu_seqlens_k"],
                           args["seed"])
-    ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:-1])
+    ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:-2])
 
 
 def _backward(ctx, grad_out, grad_lse):

@@ -38,6 +38,7 @@ _UNIT_SCALE = {
     "": 1.0, "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
     "kibyte": 1024.0, "mibyte": 1024.0 ** 2, "gibyte": 1024.0 ** 3,
     "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
+    "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9,  # the H200's ncu: "ns" (tests/data/ncu_spec_v2.csv)
     "%": 1.0, "register/thread": 1.0, "inst": 1.0, "cycle": 1.0, "ratio": 1.0,
 }
 

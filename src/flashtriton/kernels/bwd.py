@@ -86,15 +86,16 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
                          right, qk_scale, softcap, slope, p_mask + offs_m[None, :] * stride_mm,
                          MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
         pt = tl.exp2(st - lse2[None, :])  # [BLOCK_N, BLOCK_M]
-        dpt = mma(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], dtype=tl.float32),
-                  UPCAST_BF16, PRECISION)  # [BLOCK_N, BLOCK_M]
         if HAS_DROPOUT:  # the forward's mask, regenerated: dV sees Z∘P/(1-p), dP becomes Z∘dP/(1-p)
             keep = dropout_keep(seed, bh, offs_m[None, :], offs_n[:, None], dropout_p)
-            inv = 1.0 / (1.0 - dropout_p)
-            dv = mma((tl.where(keep, pt, 0.0) * inv).to(do.dtype), do, dv, UPCAST_BF16, PRECISION)
-            dpt = tl.where(keep, dpt * inv, 0.0)
+            dv = mma((tl.where(keep, pt, 0.0) * (1.0 / (1.0 - dropout_p))).to(do.dtype), do, dv,
+                     UPCAST_BF16, PRECISION)
         else:
             dv = mma(pt.to(do.dtype), do, dv, UPCAST_BF16, PRECISION)
+        dpt = mma(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], dtype=tl.float32),
+                  UPCAST_BF16, PRECISION)  # [BLOCK_N, BLOCK_M]
+        if HAS_DROPOUT:
+            dpt = tl.where(keep, dpt * (1.0 / (1.0 - dropout_p)), 0.0)
         dst = pt * (dpt - delta[None, :])
         if HAS_SOFTCAP:
             t = tanh(qkt * qk_scale)

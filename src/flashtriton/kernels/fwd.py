@@ -15,7 +15,8 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
 from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2,
-                                        dropout_keep, softmax_step, softmax_step_fused, tma_ready)
+                                        dropout_keep, is_interpreting, softmax_step,
+                                        softmax_step_fused, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -32,11 +33,14 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
                HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr, USE_TMA: tl.constexpr,
                WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+               IS_FP8: tl.constexpr, QUANT_P: tl.constexpr,
                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not).
 
     With ``USE_TMA`` the tiles come through tensor descriptors (Hopper's copy engine), whose
     bounds (this sequence's keys, the true head dims) zero-fill whatever lies outside.
+    With float8 inputs P is rounded to e4m3 for the P·V product (``QUANT_P``); the interpreter's
+    fp32->fp8 conversion does not round like the hardware, so there P stays fp32.
     """
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in tl.range(n_start, n_end, BLOCK_N, warp_specialize=WARP_SPEC and not MASKED):
@@ -68,7 +72,10 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
             v = tl.load(p_vt)
         if HAS_DROPOUT:  # l keeps the undropped sum; 1/(1-p) is applied once at the end
             p = tl.where(dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], dropout_p), p, 0.0)
-        acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST_BF16, PRECISION)
+        if IS_FP8 and not QUANT_P:
+            acc = mma(p, v.to(tl.float32), acc * alpha[:, None], False, "ieee")
+        else:
+            acc = mma(p.to(v.dtype), v, acc * alpha[:, None], UPCAST_BF16, PRECISION)
     return acc, m_i, l_i
 
 
@@ -77,7 +84,7 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
     "EVEN_DV": lambda a: a["HEAD_DIM_V"] == a["BLOCK_DV"],
 })
 @triton.jit
-def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
+def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
               stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
               stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
               stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
@@ -90,7 +97,8 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
               HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
               IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
               USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
-              HAS_DROPOUT: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+              HAS_DROPOUT: tl.constexpr, IS_FP8: tl.constexpr, QUANT_P: tl.constexpr,
+              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     num_m = tl.num_programs(0)
     pid_m = tl.program_id(0)
     if HAS_RIGHT:  # longest-first: with a causal/right limit the last query tiles do the most work
@@ -149,6 +157,8 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
     seed = 0
     if HAS_DROPOUT:
         seed = tl.load(SEED)
+    if IS_FP8:  # per-tensor descales (q, k, v): q·k is rescaled inside the score multiplier
+        qk_scale = qk_scale * tl.load(DESCALE) * tl.load(DESCALE + 1)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
@@ -160,19 +170,22 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
                                shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
+                               UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
+                               UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, UPCAST_BF16, PRECISION)
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
+                               UPCAST_BF16, PRECISION)
 
     # Rows that saw no key: l == 0 -> output 0, lse -inf.
     seen = l_i > 0.0
@@ -181,6 +194,8 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
     if HAS_DROPOUT:  # kept probabilities scale by 1/(1-p); the lse stays that of P
         l_safe = l_safe * (1.0 - dropout_p)
     out = acc / l_safe[:, None]
+    if IS_FP8:
+        out = out * tl.load(DESCALE + 2)
 
     p_o = O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q_start.to(tl.int64) * stride_om
     if USE_TMA:
@@ -194,24 +209,27 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED,
     tl.store(p_lse, lse, mask=offs_m < seqlen_q)
 
 
-def _pow2_dim(d: int) -> int:
-    return max(16, triton.next_power_of_2(d))
+def _pow2_dim(d: int, dtype=None) -> int:
+    # fp8 tensor-core products take K in steps of 32
+    return max(32 if dtype == torch.float8_e4m3fn else 16, triton.next_power_of_2(d))
 
 
 def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
-             seed=None, config=None):
+             seed=None, descale=None, config=None):
     """Launch the forward. Dense: q (B, Sq, H, D), k/v (B, Sk, Hk, D[v]); varlen: (total, H, D)
     with ``cu_seqlens_*``. Last dims contiguous. Returns ``(o, lse)``: o like q with headdim_v,
     lse float32 (B, H, Sq) or (H, total_q). ``seed``: int64 tensor of one element on q's device,
-    needed when ``params.dropout_p > 0``."""
+    needed when ``params.dropout_p > 0``. float8_e4m3fn inputs: ``descale`` is a float32 tensor
+    (q, k, v descales) on q's device, and o is bfloat16."""
+    out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
     if varlen:
         total_q, nheads, d = q.shape
         nheads_k = k.shape[1]
         batch = cu_seqlens_q.numel() - 1
         seqlen_q, seqlen_k = max_seqlen_q, max_seqlen_k
-        o = _empty((total_q, nheads, v.shape[-1]), dtype=q.dtype, device=q.device)
+        o = _empty((total_q, nheads, v.shape[-1]), dtype=out_dtype, device=q.device)
         lse = _empty((nheads, total_q), dtype=torch.float32, device=q.device)
         sq = (0, q.stride(0), q.stride(1))
         sk = (0, k.stride(0), k.stride(1))
@@ -221,7 +239,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     else:
         batch, seqlen_q, nheads, d = q.shape
         seqlen_k, nheads_k = k.shape[1], k.shape[2]
-        o = _empty((batch, seqlen_q, nheads, v.shape[-1]), dtype=q.dtype, device=q.device)
+        o = _empty((batch, seqlen_q, nheads, v.shape[-1]), dtype=out_dtype, device=q.device)
         lse = _empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
         sq = (q.stride(0), q.stride(1), q.stride(2))
         sk = (k.stride(0), k.stride(1), k.stride(2))
@@ -238,11 +256,12 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     grid = (triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)
     _attn_fwd[grid](
         q, k, v, o, lse, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
+        descale if descale is not None else q,
         *sq, *sk, *sv, *so, *sl, *sm, s_sb,
         nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.shift_extra,
         params.window_left, params.window_right,
         params.qk_scale_log2, params.softcap_log2, LOG2E, params.dropout_p,
-        HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(dv),
+        HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_DQK=_pow2_dim(d, q.dtype), BLOCK_DV=_pow2_dim(dv, q.dtype),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
         HAS_LEFT=params.has_left, HAS_RIGHT=params.has_right, BOTTOM_RIGHT=params.bottom_right,
         HAS_SOFTCAP=params.softcap > 0, HAS_ALIBI=alibi_slopes is not None, MASK_KIND=mask_kind,
@@ -250,7 +269,8 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         WARP_SPEC=cfg.warp_specialize and use_tma,
         FUSED_SCALE=(params.softcap == 0 and alibi_slopes is None and mask_kind == 0
                      and params.softmax_scale >= 0),
-        HAS_DROPOUT=params.dropout_p > 0,
+        HAS_DROPOUT=params.dropout_p > 0, IS_FP8=q.dtype == torch.float8_e4m3fn,
+        QUANT_P=not is_interpreting(),
         **dot_flags(q.dtype, params.allow_tf32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
