@@ -6,10 +6,10 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-out}"; mkdir -p "$OUT"
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; timeout "$limit" "$@"; \
          echo "== $name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"; }
-step tests 170 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
+step tests 160 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
     -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
 tail -4 "$OUT/gpu-tests.log"
-step demo 60 sh -c "python3 -m flashtriton.cli demo > '$OUT/demo.log' 2>&1"
+step demo 45 sh -c "python3 -m flashtriton.cli demo > '$OUT/demo.log' 2>&1"
 cat "$OUT/demo.log"
-step features 60 python3 scripts/gpu_features.py
+step features 50 python3 scripts/gpu_features.py
 cat "$OUT/steps.txt"
