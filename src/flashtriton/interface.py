@@ -11,7 +11,7 @@ import torch
 
 from flashtriton.configs import make_params
 from flashtriton.kernels.dropout import draw_seed
-from flashtriton.ops import attn_fwd_op
+from flashtriton.ops import attention
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -150,7 +150,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     slopes = _check_alibi(alibi_slopes, q.shape[0], q.shape[2], q.device)
     params = make_params(q.shape[-1], softmax_scale, causal, window_size, True, softcap,
                          _allow_tf32(q.dtype))
-    out, lse = attn_fwd_op(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes, None, None,
+    out, lse = attention(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes, None, None,
                            q.shape[1], k.shape[1], params.softmax_scale, params.window_left,
                            params.window_right, True, params.softcap, params.allow_tf32,
                            float(dropout_p), _seed(dropout_p, q.device), descale)
@@ -183,7 +183,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     slopes = _check_alibi(alibi_slopes, batch, q.shape[1], q.device)
     params = make_params(q.shape[-1], softmax_scale, causal, window_size, True, softcap,
                          _allow_tf32(q.dtype))
-    out, lse = attn_fwd_op(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes,
+    out, lse = attention(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes,
                            cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),
                            max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window_left,
                            params.window_right, True, params.softcap, params.allow_tf32,
@@ -236,7 +236,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     params = make_params(query.shape[-1], scale, is_causal, (-1, -1), False, 0.0,
                          _allow_tf32(query.dtype))
     q, k, v = (_unit_last(t.transpose(1, 2)) for t in (query, key, value))
-    out, _ = attn_fwd_op(q, k, v, mask, None, None, None, seqlen_q, seqlen_k,
+    out, _ = attention(q, k, v, mask, None, None, None, seqlen_q, seqlen_k,
                          params.softmax_scale, params.window_left, params.window_right, False,
                          0.0, params.allow_tf32, float(dropout_p), _seed(dropout_p, query.device),
                          None)

@@ -3,6 +3,11 @@ so that autograd and ``torch.compile(fullgraph=True)`` see one opaque op each wa
 
 Options travel as plain scalars (the op schema allows no dataclasses); ``_params`` rebuilds the
 frozen ``AttnParams`` for the launchers.
+
+``attention`` is the entry point: under ``torch.compile`` it is the custom op; in eager mode it
+is a plain ``torch.autograd.Function`` around the same launchers, because the custom op's Python
+dispatch (schema defaults, redispatch, the autograd wrapper) costs hundreds of microseconds a
+call on the host, as much as the kernel itself at short sequence lengths.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ def attn_fwd_op(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
                 softmax_scale: float, window_left: int, window_right: int, bottom_right: bool,
                 softcap: float, allow_tf32: bool, dropout_p: float,
                 seed: Optional[Tensor], descale: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    return _fwd_impl(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap,
+                     allow_tf32, dropout_p, seed, descale)
+
+
+def _fwd_impl(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+              max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap,
+              allow_tf32, dropout_p, seed, descale):
     params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
                      dropout_p)
     return attn_fwd(q, k, v, params, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
@@ -61,6 +74,14 @@ def attn_bwd_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Ten
                 window_right: int, bottom_right: bool, softcap: float,
                 allow_tf32: bool, dropout_p: float,
                 seed: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    return _bwd_impl(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q,
+                     cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left,
+                     window_right, bottom_right, softcap, allow_tf32, dropout_p, seed)
+
+
+def _bwd_impl(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
+              max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right, bottom_right,
+              softcap, allow_tf32, dropout_p, seed):
     params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
                      dropout_p)
     if do.stride(-1) != 1:
@@ -92,12 +113,34 @@ def _setup_context(ctx, inputs, output):
     ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:-2])
 
 
-def _backward(ctx, grad_out, grad_lse):
-    q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, seed = ctx.saved_tensors
-    # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
-    dq, dk, dv = attn_bwd_op(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q, cu_k,
-                             *ctx.scalars, seed)
-    return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
+def _backward_with(bwd):
+    def backward(ctx, grad_out, grad_lse):
+        q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, seed = ctx.saved_tensors
+        # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
+        dq, dk, dv = bwd(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q,
+                         cu_k, *ctx.scalars, seed)
+        return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
+    return backward
 
 
-attn_fwd_op.register_autograd(_backward, setup_context=_setup_context)
+attn_fwd_op.register_autograd(_backward_with(attn_bwd_op), setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """The same forward/backward as the custom ops, without their dispatch cost (eager mode)."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        out, lse = _fwd_impl(*args)
+        _setup_context(ctx, args, (out, lse))
+        return out, lse
+
+    backward = staticmethod(_backward_with(_bwd_impl))
+
+
+def attention(*args):
+    """``(out, lse)``; arguments as ``attn_fwd_op``. The custom op under torch.compile (one opaque
+    node, fake tensors for tracing), the autograd.Function otherwise."""
+    if torch.compiler.is_compiling():
+        return attn_fwd_op(*args)
+    return _EagerAttention.apply(*args)

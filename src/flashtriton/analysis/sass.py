@@ -117,8 +117,18 @@ KERNELS: dict[str, SassEntry] = {
 
 
 def tool(name: str) -> str:
-    """Path of a CUDA tool bundled with Triton's wheel."""
+    """Path of a CUDA tool bundled with Triton's wheel. For ptxas, the one Triton itself compiles
+    with (``TRITON_PTXAS_PATH`` can point it at a newer CUDA's ptxas, whose PTX the bundled one
+    may refuse)."""
     import triton
+
+    if name == "ptxas":
+        try:
+            from triton import knobs
+
+            return knobs.nvidia.ptxas.path
+        except (ImportError, AttributeError):
+            pass
 
     path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
     if not os.path.exists(path):
