@@ -16,8 +16,9 @@ import triton
 import triton.language as tl
 
 from flashtriton.configs import AttnParams, bwd_config
-from flashtriton.kernels.common import (LOG2E, dot_flags, dropout_keep, inner_ranges, mma,
-                                        scores_log2, tanh, tma_ready)
+from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
+                                        inner_ranges, mma, scores_log2, sequence_bounds, tanh,
+                                        tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -126,22 +127,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K, SE
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads_k
     h_k = pid_bh % nheads_k
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        seqlen_k = tl.load(CU_K + b + 1) - k_start
-    else:
-        q_start = 0
-        seqlen_q = seqlen_q_max
-        k_start = 0
-        seqlen_k = seqlen_k_max
+    q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_max,
+                                                           seqlen_k_max, IS_VARLEN)
     n0 = pid_n * BLOCK_N
     if n0 >= seqlen_k:
         return
-    shift = shift_extra
-    if BOTTOM_RIGHT:
-        shift = shift + seqlen_k - seqlen_q
+    shift = diagonal_shift(shift_extra, seqlen_q, seqlen_k, BOTTOM_RIGHT)
 
     b64 = b.to(tl.int64)
     offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -278,22 +269,12 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
     b = pid_bh // nheads
     h = pid_bh % nheads
     h_k = h // group
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        seqlen_k = tl.load(CU_K + b + 1) - k_start
-    else:
-        q_start = 0
-        seqlen_q = seqlen_q_max
-        k_start = 0
-        seqlen_k = seqlen_k_max
+    q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_max,
+                                                           seqlen_k_max, IS_VARLEN)
     m0 = pid_m * BLOCK_M
     if m0 >= seqlen_q:
         return
-    shift = shift_extra
-    if BOTTOM_RIGHT:
-        shift = shift + seqlen_k - seqlen_q
+    shift = diagonal_shift(shift_extra, seqlen_q, seqlen_k, BOTTOM_RIGHT)
 
     b64 = b.to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)

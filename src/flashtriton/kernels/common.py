@@ -81,6 +81,33 @@ def mma(a, b, acc, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def sequence_bounds(CU_Q, CU_K, b, seqlen_q_max, seqlen_k_max, IS_VARLEN: tl.constexpr):
+    """``(q_start, seqlen_q, k_start, seqlen_k)`` of sequence ``b``: from the cumulative offsets
+    for packed variable-length batches, else the dense lengths (starts 0)."""
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        k_start = tl.load(CU_K + b)
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+    else:
+        q_start = 0
+        seqlen_q = seqlen_q_max
+        k_start = 0
+        seqlen_k = seqlen_k_max
+    return q_start, seqlen_q, k_start, seqlen_k
+
+
+@triton.jit
+def diagonal_shift(shift_extra, seqlen_q, seqlen_k, BOTTOM_RIGHT: tl.constexpr):
+    """Query i's diagonal key: ``i + shift``; bottom-right alignment (flash-attn) puts the last
+    query on the last key, top-left (torch SDPA) the first on the first."""
+    shift = shift_extra
+    if BOTTOM_RIGHT:
+        shift = shift + seqlen_k - seqlen_q
+    return shift
+
+
+@triton.jit
 def inner_ranges(x0, x_len, n_inner, shift, left, right,
                  BLOCK_X: tl.constexpr, BLOCK: tl.constexpr,
                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):

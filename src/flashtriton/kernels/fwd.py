@@ -14,9 +14,10 @@ import triton
 import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
-from flashtriton.kernels.common import (LOG2E, dot_flags, inner_ranges, mma, scores_log2,
-                                        dropout_keep, is_interpreting, softmax_step,
-                                        softmax_step_fused, tma_ready)
+from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
+                                        inner_ranges, is_interpreting, mma, scores_log2,
+                                        sequence_bounds, softmax_step, softmax_step_fused,
+                                        tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -108,23 +109,13 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
     h = pid_bh % nheads
     h_k = h // group
 
-    if IS_VARLEN:
-        q_start = tl.load(CU_Q + b)
-        seqlen_q = tl.load(CU_Q + b + 1) - q_start
-        k_start = tl.load(CU_K + b)
-        seqlen_k = tl.load(CU_K + b + 1) - k_start
-    else:
-        q_start = 0
-        seqlen_q = seqlen_q_max
-        k_start = 0
-        seqlen_k = seqlen_k_max
+    q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_max,
+                                                           seqlen_k_max, IS_VARLEN)
     m0 = pid_m * BLOCK_M
     if m0 >= seqlen_q:
         return
     # query i sees key j iff i + shift - left <= j <= i + shift + right
-    shift = shift_extra
-    if BOTTOM_RIGHT:
-        shift = shift + seqlen_k - seqlen_q
+    shift = diagonal_shift(shift_extra, seqlen_q, seqlen_k, BOTTOM_RIGHT)
 
     b64 = b.to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)
