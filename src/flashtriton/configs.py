@@ -115,12 +115,18 @@ def _bucket(head_dim: int) -> int:
     return 64 if head_dim <= 64 else (128 if head_dim <= 128 else 256)
 
 
-def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
-    if is_interpreting():
-        return _INTERPRET
+def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+    """The GPU forward config, whatever the process runs on (the analysis tools model the GPU)."""
     if dtype == torch.float32:
         return _FWD_FP32
     return _FWD[(_bucket(head_dim), bool(causal))]
+
+
+def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+    """The config a forward launch uses: the tuned one, or small tiles under the interpreter."""
+    if is_interpreting():
+        return _INTERPRET
+    return tuned_fwd_config(dtype, head_dim, causal)
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:

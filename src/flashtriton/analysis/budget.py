@@ -79,10 +79,10 @@ def _tuned(dtype: str, head_dim: int):
     try:
         import torch
 
-        from flashtriton.configs import fwd_config
+        from flashtriton.configs import tuned_fwd_config
     except ImportError:
         return None, None
-    cfg = fwd_config(getattr(torch, dtype), head_dim, False)
+    cfg = tuned_fwd_config(getattr(torch, dtype), head_dim, False)
     return cfg.block_m, cfg.block_n
 
 

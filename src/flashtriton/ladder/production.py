@@ -14,10 +14,10 @@ from flashtriton.ladder._common import LadderConfig, check_inputs
 
 
 def default_config(dtype: torch.dtype, head_dim: int) -> LadderConfig:
-    """The config the production forward picks for a non-causal problem (``configs.fwd_config``)."""
-    from flashtriton.configs import fwd_config
+    """The config the production forward picks for a non-causal problem (``configs.tuned_fwd_config``)."""
+    from flashtriton.configs import tuned_fwd_config
 
-    cfg = fwd_config(dtype, head_dim, False)
+    cfg = tuned_fwd_config(dtype, head_dim, False)
     return LadderConfig(block_m=cfg.block_m, block_n=cfg.block_n, num_warps=cfg.num_warps,
                         num_stages=cfg.num_stages)
 
