@@ -153,3 +153,20 @@ def pointer_loads(monkeypatch):
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,dv,dtype,causal,kw", [CASES[i] for i in (1, 4, 5, 9)])
 def test_pointer_load_path(pointer_loads, b, sq, sk, h, hk, d, dv, dtype, causal, kw):
     test_forward_backward(b, sq, sk, h, hk, d, dv, dtype, causal, kw)
+
+
+def test_gradient_through_lse_alone():
+    """A loss on softmax_lse only: dq and dk from P * dlse; dv is zero (lse does not see v)."""
+    q, k, v = (randn(1, 19, 2, 32, dtype=F32) for _ in range(3))
+
+    def ours(q, k):
+        return flash_attn_func(q, k, v, causal=True, return_attn_probs=True)[1]
+
+    def ref(q, k, upcast):
+        return attention_ref(q, k, v.to(q.dtype), causal=True, upcast=upcast)[1].to(q.dtype)
+
+    check_attention(ours, ref, (q, k), names=("q", "k"))
+    vg = v.detach().requires_grad_()
+    _, lse, _ = flash_attn_func(q, k, vg, causal=True, return_attn_probs=True)
+    (dv,) = torch.autograd.grad(lse.sum(), (vg,), allow_unused=True)
+    assert dv is None or torch.equal(dv, torch.zeros_like(dv))

@@ -116,6 +116,8 @@ def _setup_context(ctx, inputs, output):
 def _backward_with(bwd):
     def backward(ctx, grad_out, grad_lse):
         q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, seed = ctx.saved_tensors
+        if grad_out is None:  # only the lse was used
+            grad_out = torch.zeros_like(out)
         # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
         dq, dk, dv = bwd(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q,
                          cu_k, *ctx.scalars, seed)
@@ -131,6 +133,7 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *args):
+        ctx.set_materialize_grads(False)  # an unused lse sends None, not a tensor of zeros
         out, lse = _fwd_impl(*args)
         _setup_context(ctx, args, (out, lse))
         return out, lse
