@@ -7,6 +7,9 @@
 #   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both), ~2 min
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
+#   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout against their peers
+#                (7 configurations, headdim 128, bf16, causal; about 4 minutes estimated, most of it
+#                FlexAttention compiling once per configuration); JSON and tables, no plots
 # Extra options pass through, e.g. `scripts/gpu_bench.sh d256 --dtypes fp16 --providers flashtriton,sdpa_cudnn`.
 #
 # Results: $OUT/<date>-<what>.json (rewritten after every configuration, so a run cut short keeps
@@ -24,16 +27,19 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python3}"
 
+PLOT_ARGS=()
 case "$WHAT" in
   quick) GRID=(--quick) ;;
   d64|d128|d256) GRID=(--headdims "${WHAT#d}") ;;
   full) GRID=() ;;
-  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, d64, d128, d256, full)" >&2; exit 2 ;;
+  features) GRID=(--feature all --quick) ;;
+  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, d64, d128, d256, full, features)" >&2; exit 2 ;;
 esac
 
 STAMP="$(date -u +%Y-%m-%d)"
 JSON="$OUT/$STAMP-$WHAT.json"
 PLOTS="$OUT/plots-$WHAT"
+[ "$WHAT" = features ] || PLOT_ARGS=(--plots "$PLOTS")
 
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
@@ -46,5 +52,5 @@ for name in ("rich", "matplotlib"):
     print(f"{name}: {'yes' if importlib.util.find_spec(name) else 'missing (degrades gracefully)'}")
 PYEOF
 
-"$PY" -m flashtriton.cli bench "${GRID[@]}" --out "$JSON" --plots "$PLOTS" "$@" 2>&1 | tee "$OUT/$STAMP-$WHAT.log"
+"$PY" -m flashtriton.cli bench "${GRID[@]}" --out "$JSON" "${PLOT_ARGS[@]}" "$@" 2>&1 | tee "$OUT/$STAMP-$WHAT.log"
 echo "results: $JSON"

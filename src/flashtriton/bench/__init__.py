@@ -6,6 +6,8 @@
 - results.py:   the results JSON (schema, FLOP count, read/write/merge)
 - report.py:    progress and tables (rich when installed, plain text otherwise)
 - plots.py:     PNG plots from a results JSON (matplotlib, imported only when plotting)
+- features.py, feature_providers.py: `flashtriton bench --feature ...`, each attention feature
+  (varlen, window, softcap, ALiBi, dropout) against the peers that have it
 
 Nothing here imports matplotlib or rich at import time.
 """

@@ -209,7 +209,7 @@ class ProviderRun:
             try:
                 runner.clear_grads()
                 out = runner.fwd()
-                failure = check.check_output(runner, out, self.problem, self.reference())
+                failure = self.check_output(runner, out)
                 if failure:
                     self.untimed(self.passes, "wrong", failure)
             except Exception as exc:  # noqa: BLE001
@@ -217,13 +217,20 @@ class ProviderRun:
             if backward and out is not None and not self.outcome:
                 try:
                     out.backward(runner.dout)
-                    failure = check.check_grads(runner, self.problem, self.reference())
+                    failure = self.check_grads(runner)
                     if failure:
                         self.untimed(backward, "wrong", failure)
                 except Exception as exc:  # noqa: BLE001
                     self.untimed(backward, *classify(exc, caught))
         del out
         runner.clear_grads()
+
+    def check_output(self, runner, out) -> str | None:
+        """The gate's output check (a feature benchmark brings its own reference)."""
+        return check.check_output(runner, out, self.problem, self.reference())
+
+    def check_grads(self, runner) -> str | None:
+        return check.check_grads(runner, self.problem, self.reference())
 
     def timed_row(self, runner, pass_name: str) -> dict:
         if pass_name in self.outcome:
@@ -330,6 +337,12 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not benchmark: plot existing results file(s) into --plots")
     parser.add_argument("--plain", action="store_true", help="plain-text output even if rich is installed")
     parser.add_argument("--list", action="store_true", help="list the providers and exit")
+    parser.add_argument("--feature", nargs="+", type=_csv(str), metavar="NAME",
+                        help="benchmark features instead of the plain grid: varlen, window, softcap, "
+                             "alibi, dropout or all (bench/features.py; with --quick: 7 configurations, "
+                             "about 4 minutes on an H200, estimated)")
+    parser.add_argument("--windows", nargs="+", type=_csv(int), metavar="W",
+                        help="--feature window: left window sizes (default 1024,4096)")
 
 
 def _flat(values):
@@ -392,6 +405,10 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
     from flashtriton.bench.report import make_console, summary_tables
     from flashtriton.bench.results import merge_results, read_results, write_results
 
+    if getattr(args, "feature", None):
+        from flashtriton.bench import features
+
+        return features.run_cli(args)
     console = make_console(prefer_rich=not args.plain)
     registry = PROVIDERS if registry is None else registry
     if args.list:

@@ -21,7 +21,7 @@ from pathlib import Path
 META_KEYS = ("gpu", "torch", "triton", "cuda", "date", "commit")
 RESULT_KEYS = ("provider", "pass", "dtype", "batch", "heads", "seqlen", "headdim", "causal",
                "ms", "tflops", "peak_mib")
-OPTIONAL_KEYS = ("status", "note")
+OPTIONAL_KEYS = ("status", "note", "feature", "feature_params")
 STATUSES = ("ok", "skipped", "wrong", "error")
 
 # FLOPs of each pass relative to the forward (the FlashAttention papers' convention).
