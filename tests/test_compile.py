@@ -1,6 +1,5 @@
 """The custom ops under torch.library.opcheck and a real torch.compile(fullgraph=True)."""
 
-import pytest
 import torch
 
 import flashtriton.ops as ops

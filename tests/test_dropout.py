@@ -6,7 +6,7 @@ import torch
 
 from flashtriton import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
 from flashtriton.kernels.dropout import draw_seed, dropout_mask
-from flashtriton.reference import attention_ref, sdpa_ref
+from flashtriton.reference import attention_ref
 from helpers import DEVICE, check_attention, randn
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32

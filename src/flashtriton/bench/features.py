@@ -467,8 +467,7 @@ def validate(data: dict) -> dict:
     rows = data.get("results") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise ValueError("results file: expected a 'results' list")
-    results.validate({**data, "results": [{k: v for k, v in r.items() if k not in FEATURE_KEYS}
-                                          for r in rows]})
+    results.validate(data)
     for i, row in enumerate(rows):
         if row.get("feature") not in FEATURES:
             raise ValueError(f"results[{i}].feature: expected one of {list(FEATURES)}, "
@@ -479,13 +478,9 @@ def validate(data: dict) -> dict:
 
 
 def write_results(path: str | os.PathLike, meta: dict, rows: list[dict]) -> Path:
-    path = Path(path)
-    data = validate({"meta": dict(meta), "results": list(rows)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=1) + "\n")
-    partial.replace(path)
-    return path
+    """The feature checks, then the harness's writer (same schema, atomic replace)."""
+    validate({"meta": dict(meta), "results": list(rows)})
+    return results.write_results(path, meta, rows)
 
 
 def read_results(path: str | os.PathLike) -> dict:
