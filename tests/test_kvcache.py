@@ -329,3 +329,25 @@ def test_decode_kernels_compile_for_sm90():
     assert [k for k, _ in kernels] == ["_kv_append", "_attn_decode", "_attn_combine",
                                        "_kv_append", "_attn_decode"], kernels
     assert all(spills == 0 for _, spills in kernels[:3]), kernels  # bf16: no spills
+
+
+def test_compile_fullgraph_decode_step():
+    """A decode step (append + attend) compiles with no graph break; the compiled step matches
+    eager, output and cache contents."""
+    torch._dynamo.reset()
+    b, h, hk, d, cap = 2, 4, 2, 32, 64
+    q = torch.randn(b, 1, h, d, device=DEVICE, dtype=torch.float16)
+    k_new = torch.randn(b, 1, hk, d, device=DEVICE, dtype=torch.float16)
+    v_new = torch.randn(b, 1, hk, d, device=DEVICE, dtype=torch.float16)
+    caches = [(torch.randn(b, cap, hk, d, device=DEVICE, dtype=torch.float16),
+               torch.randn(b, cap, hk, d, device=DEVICE, dtype=torch.float16))]
+    caches.append(tuple(c.clone() for c in caches[0]))
+    seqlens = torch.tensor([5, 17], dtype=torch.int32, device=DEVICE)
+
+    def step(q, kc, vc, k, v):
+        return flash_attn_with_kvcache(q, kc, vc, k=k, v=v, cache_seqlens=seqlens, causal=True)
+
+    eager = step(q, *caches[0], k_new, v_new)
+    compiled = torch.compile(step, fullgraph=True)(q, *caches[1], k_new, v_new)
+    assert torch.equal(eager, compiled)
+    assert torch.equal(caches[0][0], caches[1][0]) and torch.equal(caches[0][1], caches[1][1])

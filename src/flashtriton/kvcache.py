@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from flashtriton.kernels.decode import attn_decode
+from flashtriton.ops import kvcache_attention
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -56,8 +56,8 @@ def _cache_seqlens(cache_seqlens, batch: int, capacity: int, seqlen_new: int, q:
             raise ValueError(f"cache_seqlens must have shape ({batch},), "
                              f"got {tuple(cache_seqlens.shape)}")
         _check_same("cache_seqlens", cache_seqlens, q, dtype=False)
-        if cache_seqlens.device.type != "cpu":
-            return cache_seqlens.contiguous()
+        if cache_seqlens.device.type != "cpu" or torch.compiler.is_compiling():
+            return cache_seqlens.contiguous()  # values unknown on the host (or while tracing)
         lengths = cache_seqlens
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"cache_seqlens must be >= 0, got {lengths.tolist()}")
@@ -84,7 +84,7 @@ def _check_block_ids(block_table: torch.Tensor, num_blocks: int, page_size: int,
                      cache_seqlens, seqlen_new: int) -> torch.Tensor:
     """Block ids of the pages in use must lie in [0, num_blocks) (checked on CPU only, where
     it costs no synchronisation). Returns the table with unit stride along its pages."""
-    if block_table.device.type == "cpu" and block_table.numel():
+    if block_table.device.type == "cpu" and block_table.numel() and not torch.compiler.is_compiling():
         # Only the pages a sequence uses must be valid; the rest may hold any padding value.
         seqlen_k = torch.as_tensor(cache_seqlens).to(torch.int64) + seqlen_new
         used = (torch.arange(block_table.shape[1])[None, :]
@@ -203,7 +203,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     if num_splits < 0:
         raise ValueError(f"num_splits must be >= 0 (0 = automatic), got {num_splits}")
 
-    out, lse = attn_decode(q, k_cache, v_cache, k, v, cache_seqlens, block_table, alibi_slopes,
-                           softmax_scale=float(softmax_scale), window_size=(left, right),
-                           softcap=float(softcap), num_splits=num_splits)
+    per_seq = isinstance(cache_seqlens, torch.Tensor)
+    out, lse = kvcache_attention(q, k_cache, v_cache, k, v, cache_seqlens if per_seq else None,
+                                 0 if per_seq else int(cache_seqlens), block_table, alibi_slopes,
+                                 float(softmax_scale), left, right, float(softcap), num_splits)
     return (out, lse) if return_softmax_lse else out

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from flashtriton.configs import AttnParams
 from flashtriton.kernels.bwd import attn_bwd
+from flashtriton.kernels.decode import attn_decode
 from flashtriton.kernels.fwd import attn_fwd
 
 
@@ -147,3 +148,43 @@ def attention(*args):
     if torch.compiler.is_compiling():
         return attn_fwd_op(*args)
     return _EagerAttention.apply(*args)
+
+
+# ----------------------------------------------------------------------------- KV-cache decoding
+@torch.library.custom_op("flashtriton::kvcache_fwd", mutates_args=("k_cache", "v_cache"),
+                         device_types=("cuda", "cpu"))
+def kvcache_fwd_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Optional[Tensor],
+                   v: Optional[Tensor], cache_seqlens: Optional[Tensor], cache_seqlen: int,
+                   block_table: Optional[Tensor], alibi_slopes: Optional[Tensor],
+                   softmax_scale: float, window_left: int, window_right: int, softcap: float,
+                   num_splits: int) -> tuple[Tensor, Tensor]:
+    """Forward only: appends k/v into the caches in place (declared as mutated), then attends.
+    ``cache_seqlens`` per sequence, or None and the one length ``cache_seqlen``."""
+    return _kvcache_eager(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen, block_table,
+                          alibi_slopes, softmax_scale, window_left, window_right, softcap,
+                          num_splits)
+
+
+@kvcache_fwd_op.register_fake
+def _(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen, block_table, alibi_slopes,
+      softmax_scale, window_left, window_right, softcap, num_splits):
+    batch, seqlen_q, nheads, _ = q.shape
+    out = q.new_empty((batch, seqlen_q, nheads, v_cache.shape[-1]))
+    return out, q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32)
+
+
+def kvcache_attention(*args):
+    """``(out, lse)``; arguments as ``kvcache_fwd_op``. The custom op under torch.compile, the
+    launcher itself in eager mode (decoding is latency-bound: no dispatch layers)."""
+    if torch.compiler.is_compiling():
+        return kvcache_fwd_op(*args)
+    return _kvcache_eager(*args)
+
+
+def _kvcache_eager(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlen, block_table,
+                   alibi_slopes, softmax_scale, window_left, window_right, softcap, num_splits):
+    return attn_decode(q, k_cache, v_cache, k, v,
+                       cache_seqlens if cache_seqlens is not None else cache_seqlen, block_table,
+                       alibi_slopes, softmax_scale=softmax_scale,
+                       window_size=(window_left, window_right), softcap=softcap,
+                       num_splits=num_splits)
