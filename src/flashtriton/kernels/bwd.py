@@ -17,8 +17,8 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, bwd_config
 from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
-                                        inner_ranges, mma, scores_log2, sequence_bounds, tanh,
-                                        tma_ready)
+                                        inner_ranges, load_rows, mma, query_tile_program,
+                                        scores_log2, sequence_bounds, tanh, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -70,14 +70,10 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
     for start_m in range(m_start, m_end, BLOCK_M):
         offs_m = start_m + offs_mb
         mask_m = offs_m < seqlen_q
-        if USE_TMA:
-            q = q_desc.load([start_m, 0])
-            do = do_desc.load([start_m, 0])
-        else:
-            q = tl.load(p_q + offs_m[:, None] * stride_qm + offs_dqk[None, :],
-                        mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_M, BLOCK_DQK]
-            do = tl.load(p_do + offs_m[:, None] * stride_dom + offs_dv[None, :],
-                         mask=mask_m[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_M, BLOCK_DV]
+        q = load_rows(q_desc, p_q, start_m, offs_m, stride_qm, offs_dqk, seqlen_q,
+                      HEAD_DIM_QK, USE_TMA)  # [BLOCK_M, BLOCK_DQK]
+        do = load_rows(do_desc, p_do, start_m, offs_m, stride_dom, offs_dv, seqlen_q,
+                       HEAD_DIM_V, USE_TMA)  # [BLOCK_M, BLOCK_DV]
         lse = tl.load(p_lse + offs_m, mask=mask_m, other=0.0)
         lse2 = tl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
         delta = tl.load(p_delta + offs_m, mask=mask_m, other=0.0)
@@ -215,15 +211,10 @@ def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_k
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in range(n_start, n_end, BLOCK_N):
         offs_n = start_n + offs_nb
-        mask_n = offs_n < seqlen_k
-        if USE_TMA:
-            k = k_desc.load([start_n, 0])
-            v = v_desc.load([start_n, 0])
-        else:
-            k = tl.load(p_k + offs_n[:, None] * stride_kn + offs_dqk[None, :],
-                        mask=mask_n[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK), other=0.0)  # [BLOCK_N, BLOCK_DQK]
-            v = tl.load(p_v + offs_n[:, None] * stride_vn + offs_dv[None, :],
-                        mask=mask_n[:, None] & (offs_dv[None, :] < HEAD_DIM_V), other=0.0)  # [BLOCK_N, BLOCK_DV]
+        k = load_rows(k_desc, p_k, start_n, offs_n, stride_kn, offs_dqk, seqlen_k,
+                      HEAD_DIM_QK, USE_TMA)  # [BLOCK_N, BLOCK_DQK]
+        v = load_rows(v_desc, p_v, start_n, offs_n, stride_vn, offs_dv, seqlen_k,
+                      HEAD_DIM_V, USE_TMA)  # [BLOCK_N, BLOCK_DV]
         qk = mma(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
                  UPCAST_BF16, PRECISION)  # [BLOCK_M, BLOCK_N]
         s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_q, seqlen_k, shift, left,
@@ -261,14 +252,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
                  HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                  IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, USE_TMA: tl.constexpr,
                  HAS_DROPOUT: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
-    num_m = tl.num_programs(0)
-    pid_m = tl.program_id(0)
-    if HAS_RIGHT:
-        pid_m = num_m - 1 - pid_m
-    pid_bh = tl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    h_k = h // group
+    pid_m, b, h, h_k = query_tile_program(nheads, group, HAS_RIGHT)
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_max,
                                                            seqlen_k_max, IS_VARLEN)
     m0 = pid_m * BLOCK_M
@@ -314,17 +298,17 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
-                   qk_scale, softcap, slope, seed, pid_bh, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False,
+                   qk_scale, softcap, slope, seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False,
                    HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT,
                    UPCAST_BF16, PRECISION)
     dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
-                   qk_scale, softcap, slope, seed, pid_bh, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
+                   qk_scale, softcap, slope, seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
                    HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT,
                    UPCAST_BF16, PRECISION)
     dq = _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                    bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k, shift, left, right,
-                   qk_scale, softcap, slope, seed, pid_bh, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
+                   qk_scale, softcap, slope, seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
                    HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT,
                    UPCAST_BF16, PRECISION)
     dq = dq * ds_scale

@@ -81,6 +81,34 @@ def mma(a, b, acc, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def query_tile_program(nheads, group, HAS_RIGHT: tl.constexpr):
+    """``(pid_m, b, h, h_k)`` of a program that owns one query tile of one (batch, head).
+    Longest-first: with a causal/right limit the last query tiles do the most work, so they
+    are launched first."""
+    pid_m = tl.program_id(0)
+    if HAS_RIGHT:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    h = pid_bh % nheads
+    return pid_m, pid_bh // nheads, h, h // group
+
+
+@triton.jit
+def load_rows(desc, p_base, start, offs_rows, stride_row, offs_d, n_rows,
+              HEAD_DIM: tl.constexpr, USE_TMA: tl.constexpr):
+    """The tile of rows ``start + offs_rows`` ([BLOCK, BLOCK_D]) of one (sequence, head):
+    through its tensor descriptor (bounds zero-fill), or through pointers with the row and
+    head-dim masks."""
+    if USE_TMA:
+        tile = desc.load([start, 0])
+    else:
+        tile = tl.load(p_base + offs_rows[:, None] * stride_row + offs_d[None, :],
+                       mask=(offs_rows[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM),
+                       other=0.0)
+    return tile
+
+
+@triton.jit
 def sequence_bounds(CU_Q, CU_K, b, seqlen_q_max, seqlen_k_max, IS_VARLEN: tl.constexpr):
     """``(q_start, seqlen_q, k_start, seqlen_k)`` of sequence ``b``: from the cumulative offsets
     for packed variable-length batches, else the dense lengths (starts 0)."""

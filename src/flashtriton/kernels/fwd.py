@@ -15,9 +15,9 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
 from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
-                                        inner_ranges, is_interpreting, mma, scores_log2,
-                                        sequence_bounds, softmax_step, softmax_step_fused,
-                                        tma_ready)
+                                        inner_ranges, is_interpreting, mma, query_tile_program,
+                                        scores_log2, sequence_bounds, softmax_step,
+                                        softmax_step_fused, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -100,15 +100,7 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
               USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
               HAS_DROPOUT: tl.constexpr, IS_FP8: tl.constexpr, QUANT_P: tl.constexpr,
               UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
-    num_m = tl.num_programs(0)
-    pid_m = tl.program_id(0)
-    if HAS_RIGHT:  # longest-first: with a causal/right limit the last query tiles do the most work
-        pid_m = num_m - 1 - pid_m
-    pid_bh = tl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    h_k = h // group
-
+    pid_m, b, h, h_k = query_tile_program(nheads, group, HAS_RIGHT)
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_max,
                                                            seqlen_k_max, IS_VARLEN)
     m0 = pid_m * BLOCK_M
@@ -158,21 +150,21 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-                               shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
+                               shift, left, right, qk_scale, softcap, slope, seed, b * nheads + h,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
                                WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
                                UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-                               shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
+                               shift, left, right, qk_scale, softcap, slope, seed, b * nheads + h,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
                                WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
                                UPCAST_BF16, PRECISION)
     acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
                                bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
-                               shift, left, right, qk_scale, softcap, slope, seed, pid_bh,
+                               shift, left, right, qk_scale, softcap, slope, seed, b * nheads + h,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
                                WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
