@@ -39,7 +39,7 @@ import torch
 from flashtriton.bench import check, results
 from flashtriton.bench.feature_providers import FEATURE_PROVIDERS, alibi_slopes
 from flashtriton.bench.harness import (HIDDEN, TOKENS, ProviderRun, Timing, _flat, classify,
-                                       collect_meta, free_memory, resolve_device)
+                                       collect_meta, free_memory, resolve_device, run_problem)
 from flashtriton.bench.providers import DTYPE_NAMES, DTYPES, Inputs, Problem, Provider, make_inputs
 from flashtriton.reference import attention_ref
 
@@ -435,20 +435,11 @@ def run_features(spec: FeatureSpec, timing: Timing, *, names=None, registry=None
         need_grads = any(p != "fwd" for p in passes)
         for problem in FEATURES[feature].expand(spec, timing.device):
             inputs = make_feature_inputs(problem)
-            cache: list[FeatureReference] = []
-
-            def reference(problem=problem, inputs=inputs, cache=cache) -> FeatureReference:
-                if not cache:
-                    cache.append(reference_slices(problem, inputs, grads=need_grads))
-                return cache[0]
-
-            for provider in chosen[feature]:
-                new = FeatureRun(provider, problem, inputs, reference, passes, timing).rows()
-                rows.extend(new)
-                if progress is not None:
-                    for row in new:
-                        progress(1, describe_row(row))
-            del inputs, cache
+            rows.extend(run_problem(
+                problem, inputs, chosen[feature],
+                lambda problem, inputs: reference_slices(problem, inputs, grads=need_grads),
+                FeatureRun, passes, timing, progress, describe_row))
+            del inputs
             free_memory(timing.device)
             if checkpoint is not None:
                 checkpoint(rows)

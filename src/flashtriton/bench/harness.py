@@ -251,6 +251,27 @@ class ProviderRun:
             runner.clear_grads()
 
 
+def run_problem(problem, inputs, providers, make_reference, run_type, passes, timing: Timing,
+                progress: Callable[[int, str], None] | None, describe: Callable[[dict], str]):
+    """Every (provider, pass) of one problem as result rows. The reference is computed once per
+    problem, and only if some provider gets to its correctness check."""
+    cache: list = []
+
+    def reference():
+        if not cache:
+            cache.append(make_reference(problem, inputs))
+        return cache[0]
+
+    rows = []
+    for provider in providers:
+        new = run_type(provider, problem, inputs, reference, passes, timing).rows()
+        rows.extend(new)
+        if progress is not None:
+            for row in new:
+                progress(1, describe(row))
+    return rows
+
+
 def run_benchmark(spec: GridSpec, providers: list[Provider], timing: Timing,
                   progress: Callable[[int, str], None] | None = None,
                   checkpoint: Callable[[list[dict]], None] | None = None) -> list[dict]:
@@ -263,20 +284,11 @@ def run_benchmark(spec: GridSpec, providers: list[Provider], timing: Timing,
     need_grads = any(p != "fwd" for p in spec.passes)
     for problem in spec.problems(timing.device):
         inputs = make_inputs(problem)
-        cache: list[check.Reference] = []
-
-        def reference(problem=problem, inputs=inputs, cache=cache) -> check.Reference:
-            if not cache:  # computed once per problem, and only if some provider runs
-                cache.append(check.reference_slices(problem, inputs, grads=need_grads))
-            return cache[0]
-
-        for provider in providers:
-            rows = ProviderRun(provider, problem, inputs, reference, spec.passes, timing).rows()
-            results.extend(rows)
-            if progress is not None:
-                for row in rows:
-                    progress(1, describe_row(row))
-        del inputs, cache
+        results.extend(run_problem(
+            problem, inputs, providers,
+            lambda problem, inputs: check.reference_slices(problem, inputs, grads=need_grads),
+            ProviderRun, spec.passes, timing, progress, describe_row))
+        del inputs
         free_memory(timing.device)
         if checkpoint is not None:
             checkpoint(results)
