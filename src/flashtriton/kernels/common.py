@@ -8,6 +8,8 @@ into one multiply.
 
 from __future__ import annotations
 
+import functools
+
 import triton
 import triton.language as tl
 
@@ -39,6 +41,13 @@ def _torch_allocator(size: int, alignment: int, stream):
     return torch.empty(size, dtype=torch.int8, device="cpu" if is_interpreting() else "cuda")
 
 
+@functools.lru_cache(maxsize=None)
+def _hopper_or_newer(device) -> bool:
+    import torch
+
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def tma_ready(*tensors) -> bool:
     """Can these tensors be read through device-side tensor descriptors (TMA)?
 
@@ -47,16 +56,14 @@ def tma_ready(*tensors) -> bool:
     that Triton obtains from the allocator: installed here (a torch allocation) unless the user
     has set one. False means the kernels fall back to ordinary pointer loads.
     """
-    import torch
-
     if not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    if not is_interpreting() and not _hopper_or_newer(tensors[0].device):
         return False
     for t in tensors:
         if t.stride(-1) != 1 or t.data_ptr() % 16:
             return False
         if any((s * t.element_size()) % 16 for s in t.stride()[:-1]):
-            return False
-        if not (t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9) and not is_interpreting():
             return False
     try:
         from triton.runtime import _allocation
