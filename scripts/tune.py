@@ -2,6 +2,10 @@
 before timing it; print a table and write JSON.
 
     PYTHONPATH=src python3 scripts/tune.py --out $OUT/tune.json [--pass fwd,bwd] [--headdims 64,128]
+        [--dtype bf16|fp16|fp8] [--deterministic] [--dropout 0.1]
+
+float8 (forward only) is checked against SDPA on the dequantized inputs; with ``--dropout`` the
+reference is our own launcher with its default config (the same mask), since no peer draws it.
 
 The chosen entries go to src/flashtriton/configs.py with the JSON file named as their source.
 """
@@ -38,21 +42,29 @@ def main():
     ap.add_argument("--headdims", default="64,128")
     ap.add_argument("--seqlens", default="4096,16384")
     ap.add_argument("--causal", default="0,1")
-    ap.add_argument("--dtype", default="bf16")
-    # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
+    ap.add_argument("--deterministic", action="store_true", help="backward: the two-kernel path")
+    ap.add_argument("--dropout", type=float, default=0.0)
+    # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
+    # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor)
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws")
     ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma")
     args = ap.parse_args()
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[args.dtype]
+    fp8 = dtype == torch.float8_e4m3fn
     results = []
 
-    def space(spec):
+    def space(spec):  # "blocks;warps;stages;loads", several joined by "|"
+        for part in spec.split("|"):
+            yield from _space(part)
+
+    def _space(spec):
         blocks, warps, stages, loads = spec.split(";")
         for bl, w, st, ld in itertools.product(blocks.split(","), warps.split(","),
                                                stages.split(","), loads.split(",")):
             bm, bn = bl.split(":")
-            yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld != "ptr",
-                               warp_specialize=ld == "ws")
+            yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
+                               warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"))
 
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),
@@ -60,29 +72,41 @@ def main():
                                               [c == "1" for c in args.causal.split(",")]):
             b, h = 16384 // s, 2048 // d
             torch.manual_seed(0)
-            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
-            do = torch.randn_like(q)
-            params = make_params(d, causal=causal)
-            qr, kr, vr = (t.detach().transpose(1, 2).requires_grad_() for t in (q, k, v))
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16).to(dtype)
+                       for _ in range(3))
+            do = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16 if fp8 else dtype)
+            params = make_params(d, causal=causal, dropout_p=args.dropout,
+                                 deterministic=args.deterministic)
+            extra = dict(seed=torch.tensor([1234], device="cuda") if args.dropout else None,
+                         descale=torch.ones(3, device="cuda") if fp8 else None)
+            peer_in = [t.to(torch.bfloat16) if fp8 else t for t in (q, k, v)]
+            qr, kr, vr = (t.detach().transpose(1, 2).requires_grad_() for t in peer_in)
             ref = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
-            ref_grads = torch.autograd.grad(ref, (qr, kr, vr), do.transpose(1, 2))
             ref = ref.transpose(1, 2)
-            ref_grads = [g.transpose(1, 2) for g in ref_grads]
-            o_ref, lse_ref = attn_fwd(q, k, v, params)
+            if not fp8:
+                ref_grads = torch.autograd.grad(ref, (qr, kr, vr), do)
+                ref_grads = [g.transpose(1, 2) for g in ref_grads]
+            o_ref, lse_ref = attn_fwd(q, k, v, params, **extra)
+            if args.dropout:
+                ref = o_ref
+                if pas == "bwd":
+                    ref_grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, seed=extra["seed"])
             for cfg in space(args.fwd_space if pas == "fwd" else args.bwd_space):
                 row = dict(pass_=pas, headdim=d, seqlen=s, causal=causal, batch=b, heads=h,
                            **cfg.__dict__)
                 t0 = time.time()
                 try:
                     if pas == "fwd":
-                        out, _ = attn_fwd(q, k, v, params, config=cfg)
+                        out, _ = attn_fwd(q, k, v, params, config=cfg, **extra)
                         err = rel_err(out, ref)
-                        fn = lambda: attn_fwd(q, k, v, params, config=cfg)  # noqa: E731
+                        fn = lambda: attn_fwd(q, k, v, params, config=cfg, **extra)  # noqa: E731
                     else:
-                        grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg)
+                        grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg,
+                                         seed=extra["seed"])
                         err = max(rel_err(a, r) for a, r in zip(grads, ref_grads))
-                        fn = lambda: attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg)  # noqa: E731
-                    if not err < 2e-2:
+                        fn = lambda: attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg,  # noqa: E731
+                                              seed=extra["seed"])
+                    if not err < (6e-2 if fp8 else 2e-2):
                         row.update(status="wrong", err=err)
                     else:
                         ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
@@ -102,7 +126,7 @@ def main():
                             qr, kr, vr, is_causal=causal), return_mode="median")
                     else:
                         o2 = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
-                        g2 = do.transpose(1, 2)
+                        g2 = do.transpose(1, 2).to(o2.dtype)
                         ms = do_bench(lambda: torch.autograd.grad(o2, (qr, kr, vr), g2, retain_graph=True),
                                       return_mode="median")
                 results.append(dict(pass_=pas, headdim=d, seqlen=s, causal=causal, provider="sdpa_cudnn",
@@ -111,6 +135,8 @@ def main():
                 print("cudnn failed:", exc)
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "dtype": args.dtype, "deterministic": args.deterministic,
+                   "dropout": args.dropout,
                    "date": time.strftime("%Y-%m-%d"), "results": results}, f, indent=1)
     # summary: best config per problem next to cuDNN
     print(f"{'pass':4} {'d':>4} {'seq':>6} {'causal':>6} {'best cfg':>22} {'TFLOP/s':>8} {'cudnn':>7}")
@@ -122,7 +148,7 @@ def main():
         best = max(ok, key=lambda r: r["tflops"]) if ok else None
         cfg = (f"{best['block_m']}x{best['block_n']} w{best['num_warps']} s{best['num_stages']}"
                f"{' ws' if best['warp_specialize'] else (' tma' if best['tma'] else ' ptr')}"
-               if best else "none")
+               f"{' dqtma' if best['dq_tma'] else ''}" if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")
     bad = [r for r in results if r.get("status") == "wrong"]

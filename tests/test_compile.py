@@ -10,7 +10,7 @@ from helpers import check_attention, randn
 
 def _fwd_args(q, k, v):
     return (q, k, v, None, None, None, None, q.shape[1], k.shape[1], 0.125, -1, 0, True, 0.0, False,
-            0.0, None, None)
+            0.0, False, None, None)
 
 
 def test_opcheck_forward():

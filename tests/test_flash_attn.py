@@ -109,17 +109,42 @@ def test_rows_without_keys_are_zero_never_nan():
         assert torch.isfinite(t.grad).all()
 
 
-def test_backward_is_deterministic():
+@pytest.mark.parametrize("how", ["flag", "torch_global"])
+def test_deterministic_backward_is_bitwise_reproducible(how):
     q = randn(2, 45, 4, 64, dtype=BF16, requires_grad=True)
     k = randn(2, 51, 1, 64, dtype=BF16, requires_grad=True)
     v = randn(2, 51, 1, 64, dtype=BF16, requires_grad=True)
     g = torch.randn(2, 45, 4, 64, dtype=BF16, device=DEVICE)
     runs = []
-    for _ in range(2):
-        out = flash_attn_func(q, k, v, causal=True)
-        runs.append(torch.autograd.grad(out, (q, k, v), g))
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        if how == "torch_global":
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        for _ in range(2):
+            out = flash_attn_func(q, k, v, causal=True, deterministic=how == "flag")
+            runs.append(torch.autograd.grad(out, (q, k, v), g))
+    finally:
+        torch.use_deterministic_algorithms(before)
     for a, b in zip(*runs):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic-dq", "separate-dq"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_both_backward_paths_match_the_reference(deterministic, causal):
+    q = randn(2, 37, 6, 40, dtype=BF16, requires_grad=True)
+    k = randn(2, 65, 2, 40, dtype=BF16, requires_grad=True)
+    v = randn(2, 65, 2, 40, dtype=BF16, requires_grad=True)
+    check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=causal,
+                                                    deterministic=deterministic),
+                    lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal, upcast=upcast)[0],
+                    (q, k, v))
+
+
+def test_deterministic_must_be_a_bool():
+    q = randn(1, 8, 2, 16, dtype=BF16)
+    with pytest.raises(TypeError, match="deterministic"):
+        flash_attn_func(q, q, q, deterministic="yes")
 
 
 def test_lse_gradient():

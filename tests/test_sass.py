@@ -26,7 +26,8 @@ SASS_SAMPLE = """
 
 def test_instruction_counter_matches_whole_opcodes():
     c = count_instructions(SASS_SAMPLE)
-    assert c == {"HGMMA": 1, "HMMA": 0, "LDS": 1, "STS": 1, "LDGSTS": 1, "UTMALDG": 0}
+    assert c == {"HGMMA": 1, "QGMMA": 0, "HMMA": 0, "LDS": 1, "STS": 1, "LDGSTS": 1, "UTMALDG": 0,
+                 "UTMAREDG": 0}
 
 
 def test_resource_and_spill_parsers():
@@ -56,7 +57,8 @@ def test_default_is_the_production_forward_as_the_h200_runs_it():
     assert 0 < r["registers"] <= 255 and r["shared_bytes"] > 0
     assert r["instructions"]["UTMALDG"] > 0, r["instructions"]  # TMA loads
     assert r["instructions"]["HGMMA"] > 0, r["instructions"]  # bf16 dots become warpgroup MMAs
-    assert set(r["instructions"]) == {"HGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG"}
+    assert set(r["instructions"]) == {"HGMMA", "QGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG",
+                                      "UTMAREDG"}
 
 
 def test_pointer_loads_variant():

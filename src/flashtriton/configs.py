@@ -38,6 +38,7 @@ class AttnParams:
     allow_tf32: bool = False
     shift_extra: int = 0
     dropout_p: float = 0.0
+    deterministic: bool = False  # backward: dQ by its own kernel instead of atomic adds
 
     @property
     def has_left(self) -> bool:
@@ -65,14 +66,15 @@ class AttnParams:
 
 
 def make_params(head_dim: int, softmax_scale=None, causal=False, window_size=(-1, -1),
-                bottom_right=True, softcap=0.0, allow_tf32=False, dropout_p=0.0) -> AttnParams:
+                bottom_right=True, softcap=0.0, allow_tf32=False, dropout_p=0.0,
+                deterministic=False) -> AttnParams:
     left, right = (int(window_size[0]), int(window_size[1]))
     if causal:
         right = 0 if right < 0 else min(right, 0)
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     return AttnParams(softmax_scale=scale, window_left=left, window_right=right,
                       bottom_right=bottom_right, softcap=float(softcap), allow_tf32=allow_tf32,
-                      dropout_p=float(dropout_p))
+                      dropout_p=float(dropout_p), deterministic=bool(deterministic))
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class KernelConfig:
     num_stages: int
     tma: bool = True  # tensor-descriptor loads where the layout allows
     warp_specialize: bool = False  # tl.range(..., warp_specialize=True) on the unmasked loop
+    dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384), keyed by
@@ -99,13 +102,22 @@ _FWD = {
     (256, True): KernelConfig(128, 32, 8, 2),
 }
 _FWD_FP32 = KernelConfig(64, 32, 4, 2, tma=False)  # fp32 tiles are twice the bytes; untuned
-_BWD = {
+_BWD_DETERMINISTIC = {
     (64, False): KernelConfig(64, 64, 4, 3),              # 359 (descriptors)
     (64, True): KernelConfig(64, 64, 4, 3),               # 357
     (128, False): KernelConfig(64, 64, 4, 2, tma=False),  # 385 (pointer loads)
     (128, True): KernelConfig(64, 64, 4, 2, tma=False),   # 373
     (256, False): KernelConfig(32, 32, 4, 1, tma=False),
     (256, True): KernelConfig(32, 32, 4, 1, tma=False),
+}
+# The default backward (one dK/dV kernel with atomic dQ): first choices, to be tuned.
+_BWD = {
+    (64, False): KernelConfig(64, 128, 8, 2),
+    (64, True): KernelConfig(64, 128, 8, 2),
+    (128, False): KernelConfig(64, 128, 8, 2, tma=False),
+    (128, True): KernelConfig(64, 128, 8, 2, tma=False),
+    (256, False): KernelConfig(32, 64, 4, 1, tma=False),
+    (256, True): KernelConfig(32, 64, 4, 1, tma=False),
 }
 # Small tiles under the interpreter: each program is simulated element by element on the CPU.
 _INTERPRET = KernelConfig(16, 16, 4, 1)
@@ -129,9 +141,12 @@ def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
     return tuned_fwd_config(dtype, head_dim, causal)
 
 
-def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
+               deterministic: bool = False) -> KernelConfig:
+    """The backward config: ``deterministic`` selects the two-kernel (dK/dV + dQ) tables."""
     if is_interpreting():
         return _INTERPRET
     if dtype == torch.float32:
         return KernelConfig(32, 32, 4, 1, tma=False)
-    return _BWD[(_bucket(head_dim), bool(causal))]
+    table = _BWD_DETERMINISTIC if deterministic else _BWD
+    return table[(_bucket(head_dim), bool(causal))]

@@ -115,6 +115,13 @@ def _fp8_descale(q, k, v, q_descale, k_descale, v_descale, dropout_p):
     return torch.cat(values)
 
 
+def _deterministic(requested) -> bool:
+    """The backward's choice: the user's flag, or torch.use_deterministic_algorithms(True)."""
+    if not isinstance(requested, bool):
+        raise TypeError(f"deterministic: expected a bool, got {type(requested).__name__}")
+    return requested or torch.are_deterministic_algorithms_enabled()
+
+
 def _seed(dropout_p, device):
     return draw_seed(device) if dropout_p > 0 else None
 
@@ -129,8 +136,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     nheads a multiple of nheads_k (GQA/MQA). Causal is aligned bottom-right (query i sees key j
     iff j <= i + seqlen_k - seqlen_q). ``window_size=(left, right)``: -1 is unlimited.
     ``softcap > 0`` computes ``softcap * tanh(s / softcap)``; ``alibi_slopes`` (nheads,) or
-    (batch, nheads), float32, adds ``-slope * |j - (i + seqlen_k - seqlen_q)|``. The backward is
-    always deterministic, so ``deterministic`` changes nothing. ``dropout_p > 0`` drops
+    (batch, nheads), float32, adds ``-slope * |j - (i + seqlen_k - seqlen_q)|``. The backward
+    adds dQ with float32 atomics (fastest; the summation order varies from run to run);
+    ``deterministic=True`` (or ``torch.use_deterministic_algorithms(True)``) computes dQ in a
+    separate pass instead: bitwise reproducible, slower. ``dropout_p > 0`` drops
     probabilities with a counter-based mask drawn from torch's generator for q's device
     (``torch.manual_seed`` makes it reproducible; the backward regenerates the same mask).
     float8_e4m3fn q/k/v (forward only, Hopper tensor cores on sm_90): ``q_descale``, ``k_descale``,
@@ -153,7 +162,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     out, lse = attention(_unit_last(q), _unit_last(k), _unit_last(v), None, slopes, None, None,
                            q.shape[1], k.shape[1], params.softmax_scale, params.window_left,
                            params.window_right, True, params.softcap, params.allow_tf32,
-                           float(dropout_p), _seed(dropout_p, q.device), descale)
+                           float(dropout_p), _deterministic(deterministic),
+                           _seed(dropout_p, q.device), descale)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -187,7 +197,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),
                            max_seqlen_q, max_seqlen_k, params.softmax_scale, params.window_left,
                            params.window_right, True, params.softcap, params.allow_tf32,
-                           float(dropout_p), _seed(dropout_p, q.device), None)
+                           float(dropout_p), _deterministic(deterministic),
+                           _seed(dropout_p, q.device), None)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -200,6 +211,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``attn_mask``: boolean (True takes part) or additive float, broadcastable to
     (batch, heads, seq_q, seq_k); it is read block by block in the kernels, never expanded in
     memory. A query row whose keys are all masked gets output 0 (torch may give NaN there).
+    The backward is bitwise deterministic when ``torch.use_deterministic_algorithms(True)``.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         _check_tensor(name, t, 4)
@@ -238,6 +250,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = (_unit_last(t.transpose(1, 2)) for t in (query, key, value))
     out, _ = attention(q, k, v, mask, None, None, None, seqlen_q, seqlen_k,
                          params.softmax_scale, params.window_left, params.window_right, False,
-                         0.0, params.allow_tf32, float(dropout_p), _seed(dropout_p, query.device),
-                         None)
+                         0.0, params.allow_tf32, float(dropout_p), _deterministic(False),
+                         _seed(dropout_p, query.device), None)
     return out.transpose(1, 2)

@@ -24,10 +24,10 @@ from flashtriton.kernels.fwd import attn_fwd
 
 
 def _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
-            dropout_p):
+            dropout_p, deterministic):
     return AttnParams(softmax_scale=softmax_scale, window_left=window_left,
                       window_right=window_right, bottom_right=bottom_right, softcap=softcap,
-                      allow_tf32=allow_tf32, dropout_p=dropout_p)
+                      allow_tf32=allow_tf32, dropout_p=dropout_p, deterministic=deterministic)
 
 
 @torch.library.custom_op("flashtriton::attn_fwd", mutates_args=(), device_types=("cuda", "cpu"))
@@ -35,18 +35,18 @@ def attn_fwd_op(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor],
                 alibi_slopes: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
                 cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
                 softmax_scale: float, window_left: int, window_right: int, bottom_right: bool,
-                softcap: float, allow_tf32: bool, dropout_p: float,
+                softcap: float, allow_tf32: bool, dropout_p: float, deterministic: bool,
                 seed: Optional[Tensor], descale: Optional[Tensor]) -> tuple[Tensor, Tensor]:
     return _fwd_impl(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap,
-                     allow_tf32, dropout_p, seed, descale)
+                     allow_tf32, dropout_p, deterministic, seed, descale)
 
 
 def _fwd_impl(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
               max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap,
-              allow_tf32, dropout_p, seed, descale):
+              allow_tf32, dropout_p, deterministic, seed, descale):
     params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
-                     dropout_p)
+                     dropout_p, deterministic)
     return attn_fwd(q, k, v, params, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, seed=seed,
@@ -55,8 +55,8 @@ def _fwd_impl(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_
 
 @attn_fwd_op.register_fake
 def _(q, k, v, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32, dropout_p, seed,
-      descale):
+      softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32, dropout_p,
+      deterministic, seed, descale):
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     if cu_seqlens_q is not None:
         out = q.new_empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=out_dtype)
@@ -73,18 +73,19 @@ def attn_bwd_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Ten
                 cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
                 max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, window_left: int,
                 window_right: int, bottom_right: bool, softcap: float,
-                allow_tf32: bool, dropout_p: float,
+                allow_tf32: bool, dropout_p: float, deterministic: bool,
                 seed: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
     return _bwd_impl(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q,
                      cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left,
-                     window_right, bottom_right, softcap, allow_tf32, dropout_p, seed)
+                     window_right, bottom_right, softcap, allow_tf32, dropout_p, deterministic,
+                     seed)
 
 
 def _bwd_impl(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k,
               max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right, bottom_right,
-              softcap, allow_tf32, dropout_p, seed):
+              softcap, allow_tf32, dropout_p, deterministic, seed):
     params = _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
-                     dropout_p)
+                     dropout_p, deterministic)
     if do.stride(-1) != 1:
         do = do.contiguous()
     return attn_bwd(do, q, k, v, o, lse, params, dlse=dlse, attn_mask=attn_mask, alibi_slopes=alibi_slopes,
@@ -95,14 +96,15 @@ def _bwd_impl(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, 
 @attn_bwd_op.register_fake
 def _(do, q, k, v, o, lse, dlse, attn_mask, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
       max_seqlen_k, softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
-      dropout_p, seed):
+      dropout_p, deterministic, seed):
     # contiguous, like the launcher's buffers (strides must match the real op's)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 _FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",
              "max_seqlen_q", "max_seqlen_k", "softmax_scale", "window_left", "window_right",
-             "bottom_right", "softcap", "allow_tf32", "dropout_p", "seed", "descale")
+             "bottom_right", "softcap", "allow_tf32", "dropout_p", "deterministic", "seed",
+             "descale")
 
 
 def _setup_context(ctx, inputs, output):

@@ -33,7 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable
 
-COUNTED = ("HGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG")
+# HGMMA: 16-bit warpgroup MMA; QGMMA: its float8 form; UTMAREDG: tensor-descriptor reductions.
+COUNTED = ("HGMMA", "QGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG", "UTMAREDG")
 LOADS = ("tma", "pointer")
 # Launcher modules whose ``tma_ready`` the capture answers for an sm_90 GPU.
 TMA_LAUNCHERS = ("flashtriton.kernels.fwd", "flashtriton.kernels.bwd")
@@ -89,26 +90,33 @@ def _production_fwd(shape: Shape):
              config=cfg)
 
 
-def _production_bwd(shape: Shape):
-    import torch
+def _production_bwd(deterministic: bool):
+    def launch(shape: Shape):
+        import torch
 
-    from flashtriton.configs import make_params
-    from flashtriton.kernels.bwd import attn_bwd
+        from flashtriton.configs import make_params
+        from flashtriton.kernels.bwd import attn_bwd
 
-    if shape.block_m or shape.block_n:
-        raise ValueError("block_m, block_n: the backward entries use the launcher's own blocks")
-    q, k, v = _qkv(shape.dtype, shape.head_dim)
-    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse,
-             make_params(shape.head_dim, allow_tf32=shape.allow_tf32))
+        if shape.block_m or shape.block_n:
+            raise ValueError("block_m, block_n: the backward entries use the launcher's own blocks")
+        q, k, v = _qkv(shape.dtype, shape.head_dim)
+        lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+        attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse,
+                 make_params(shape.head_dim, allow_tf32=shape.allow_tf32,
+                             deterministic=deterministic))
+    return launch
 
 
 # name -> entry. The production entries call the library's launchers (kernels/fwd.py, bwd.py);
 # if a launcher's signature changes, only its entry here changes.
 KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
-    "production_bwd_dkdv": SassEntry("backward dK/dV kernel (kernels/bwd.py)", _production_bwd, "_attn_bwd_dkdv"),
-    "production_bwd_dq": SassEntry("backward dQ kernel (kernels/bwd.py)", _production_bwd, "_attn_bwd_dq"),
+    "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
+                                     _production_bwd(False), "_attn_bwd_dkdv"),
+    "production_bwd_dkdv_det": SassEntry("deterministic backward's dK/dV kernel (kernels/bwd.py)",
+                                         _production_bwd(True), "_attn_bwd_dkdv"),
+    "production_bwd_dq": SassEntry("deterministic backward's dQ kernel (kernels/bwd.py)",
+                                   _production_bwd(True), "_attn_bwd_dq"),
     "v1": SassEntry("ladder v1", _ladder_launch("v1"), "_ladder_v1_fwd"),
     "v2": SassEntry("ladder v2", _ladder_launch("v2"), "_ladder_v2_fwd"),
     "v2_kt": SassEntry("ladder v2_kt", _ladder_launch("v2_kt"), "_ladder_v2_kt_fwd"),

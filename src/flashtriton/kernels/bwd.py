@@ -1,12 +1,15 @@
-"""The backward: delta preprocess, a dK/dV kernel and a dQ kernel. No atomics: every gradient
-element is written by exactly one program, so gradients are bitwise deterministic.
+"""The backward: delta preprocess, then either one dK/dV kernel that also adds its share of dQ
+atomically into a float32 buffer (the default, five matrix products per tile), or, with
+``deterministic``, the dK/dV kernel plus a separate dQ kernel (seven products per tile, every
+gradient element written by exactly one program, so gradients are bitwise deterministic).
 
 P is recomputed block by block from Q, K and the stored LSE: ``p = exp2(s2 - lse * log2(e))``.
 With ``delta = rowsum(dO * O)``: ``dV = Pᵀ dO``, ``dP = dO Vᵀ``, ``dS = P ∘ (dP − delta)``,
 ``dK = scale · dSᵀ Q``, ``dQ = scale · dS K`` (times ``1 − tanh²`` under softcap).
 The dK/dV kernel owns one K/V block and walks the query blocks that see it, for every query head
 of its group (GQA sums over the group inside the program); it works on transposed [keys, queries]
-tiles so that no register tile is transposed. The dQ kernel owns one Q block and walks the keys.
+tiles so that no register tile is transposed for dK and dV. The dQ kernel owns one Q block and
+walks the keys.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashtriton.configs import AttnParams, bwd_config
+from flashtriton.configs import AttnParams, bwd_config, is_interpreting
 from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
                                         inner_ranges, load_rows, mma, query_tile_program,
                                         scores_log2, sequence_bounds, tanh, tma_ready)
@@ -56,16 +59,17 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
 
 
 @triton.jit
-def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                stride_qm, stride_dom, stride_mm, m_start, m_end, offs_n, offs_dqk, offs_dv,
-                seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                seed, bh, dropout_p,
+def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask, p_dq, dq_desc,
+                stride_qm, stride_dom, stride_mm, stride_dqm, m_start, m_end, n0, offs_n, offs_dqk,
+                offs_dv, seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
+                seed, bh, dropout_p, ds_scale,
                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
                 MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                 HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
-                USE_TMA: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
-    """Accumulate dK, dV ([BLOCK_N, D]) over query blocks ``[m_start, m_end)``."""
+                USE_TMA: tl.constexpr, HAS_DROPOUT: tl.constexpr, FUSED_DQ: tl.constexpr,
+                DQ_TMA: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+    """Accumulate dK, dV ([BLOCK_N, D]) over query blocks ``[m_start, m_end)``; with
+    ``FUSED_DQ`` also add ``scale · dS K`` for each query block into the float32 dQ buffer."""
     offs_mb = tl.arange(0, BLOCK_M)
     for start_m in range(m_start, m_end, BLOCK_M):
         offs_m = start_m + offs_mb
@@ -84,7 +88,7 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
                          MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
         pt = tl.exp2(st - lse2[None, :])  # [BLOCK_N, BLOCK_M]
         if HAS_DROPOUT:  # the forward's mask, regenerated: dV sees Z∘P/(1-p), dP becomes Z∘dP/(1-p)
-            keep = dropout_keep(seed, bh, offs_m[None, :], offs_n[:, None], dropout_p)
+            keep = tl.trans(dropout_keep(seed, bh, offs_m, n0, k.shape[0], dropout_p))
             dv = mma((tl.where(keep, pt, 0.0) * (1.0 / (1.0 - dropout_p))).to(do.dtype), do, dv,
                      UPCAST_BF16, PRECISION)
         else:
@@ -97,7 +101,17 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
         if HAS_SOFTCAP:
             t = tanh(qkt * qk_scale)
             dst = dst * (1.0 - t * t)
-        dk = mma(dst.to(q.dtype), q, dk, UPCAST_BF16, PRECISION)
+        dst = dst.to(q.dtype)
+        dk = mma(dst, q, dk, UPCAST_BF16, PRECISION)
+        if FUSED_DQ:
+            dq = mma(tl.trans(dst), k, tl.zeros([BLOCK_M, k.shape[1]], dtype=tl.float32),
+                     UPCAST_BF16, PRECISION) * ds_scale  # [BLOCK_M, BLOCK_DQK]
+            if DQ_TMA:
+                dq_desc.atomic_add([start_m, 0], dq)
+            else:
+                tl.atomic_add(p_dq + offs_m[:, None] * stride_dqm + offs_dqk[None, :], dq,
+                              mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK),
+                              sem="relaxed")
     return dk, dv
 
 
@@ -105,10 +119,11 @@ def _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask
     "EVEN_DQK": lambda a: a["HEAD_DIM_QK"] == a["BLOCK_DQK"],
 })
 @triton.jit
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K, SEED,
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
                    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                    stride_vb, stride_vn, stride_vh, stride_dob, stride_dom, stride_doh,
                    stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+                   stride_dqb, stride_dqm, stride_dqh,
                    stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
                    nheads, nheads_k, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
                    qk_scale, softcap, slope_scale, ds_scale, dropout_p,
@@ -118,7 +133,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K, SE
                    HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
                    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                    IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, USE_TMA: tl.constexpr,
-                   HAS_DROPOUT: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+                   HAS_DROPOUT: tl.constexpr, FUSED_DQ: tl.constexpr, DQ_TMA: tl.constexpr,
+                   UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads_k
@@ -162,6 +178,13 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K, SE
         p_lse = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_off
         p_delta = DELTA + b64 * stride_lb + h.to(tl.int64) * stride_lh + q_off
         p_mask = MASK + b64 * stride_mb + h.to(tl.int64) * stride_mh + offs_n[:, None] * stride_mn
+        p_dq = DQ + b64 * stride_dqb + h.to(tl.int64) * stride_dqh + q_off * stride_dqm
+        if DQ_TMA:
+            dq_desc = tl.make_tensor_descriptor(p_dq, shape=[seqlen_q, HEAD_DIM_QK],
+                                                strides=[stride_dqm, 1],
+                                                block_shape=[BLOCK_M, BLOCK_DQK])
+        else:
+            dq_desc = p_dq
         if USE_TMA:
             q_desc = tl.make_tensor_descriptor(p_q, shape=[seqlen_q, HEAD_DIM_QK], strides=[stride_qm, 1],
                                                block_shape=[BLOCK_M, BLOCK_DQK])
@@ -171,23 +194,23 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, MASK, SLOPES, CU_Q, CU_K, SE
             q_desc = p_q
             do_desc = p_do
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                             stride_qm, stride_dom, stride_mm, a, bb, offs_n, offs_dqk, offs_dv,
+                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, a, bb, n0, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, False, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT, UPCAST_BF16,
-                             PRECISION)
+                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+                             False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
+                             HAS_DROPOUT, FUSED_DQ, DQ_TMA, UPCAST_BF16, PRECISION)
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                             stride_qm, stride_dom, stride_mm, lo, a, offs_n, offs_dqk, offs_dv,
+                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, lo, a, n0, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT, UPCAST_BF16,
-                             PRECISION)
+                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+                             True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
+                             HAS_DROPOUT, FUSED_DQ, DQ_TMA, UPCAST_BF16, PRECISION)
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                             stride_qm, stride_dom, stride_mm, bb, hi, offs_n, offs_dqk, offs_dv,
+                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, bb, hi, n0, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             seed, b * nheads + h, dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, HAS_LEFT, HAS_RIGHT,
-                             HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA, HAS_DROPOUT, UPCAST_BF16,
-                             PRECISION)
+                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+                             True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
+                             HAS_DROPOUT, FUSED_DQ, DQ_TMA, UPCAST_BF16, PRECISION)
 
     dk = dk * ds_scale
     tl.store(DK + b64 * stride_dkb + h_k * stride_dkh + rows_k[:, None] * stride_dkn
@@ -224,7 +247,7 @@ def _dq_tiles(dq, q, do, lse2, delta, p_k, p_v, k_desc, v_desc, p_mask, stride_k
         dp = mma(do, tl.trans(v), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32),
                  UPCAST_BF16, PRECISION)
         if HAS_DROPOUT:
-            keep = dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], dropout_p)
+            keep = dropout_keep(seed, bh, offs_m, start_n, BLOCK_N, dropout_p)
             dp = tl.where(keep, dp * (1.0 / (1.0 - dropout_p)), 0.0)
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
@@ -320,6 +343,12 @@ def _pow2_dim(d: int) -> int:
     return max(16, triton.next_power_of_2(d))
 
 
+def _dq_tma(cfg, dq) -> bool:
+    """Reduce dQ through a tensor descriptor (TMA ``cp.reduce``)? GPU only: the interpreter of
+    Triton 3.6 has no descriptor reductions."""
+    return cfg.dq_tma and not is_interpreting() and tma_ready(dq)
+
+
 def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None, alibi_slopes=None,
              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
              seed=None, config=None):
@@ -329,7 +358,10 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     from flashtriton.kernels.fwd import _mask_args, _slope_args
 
     varlen = cu_seqlens_q is not None
-    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+    fused = not params.deterministic
+    # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
+    dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if fused
+          else _empty(q.shape, dtype=q.dtype, device=q.device))
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     if varlen:
@@ -350,7 +382,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         sl = (lse.stride(0), lse.stride(1))
     d_v = v.shape[-1]
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
-    cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right)
+    cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic)
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
     cu_q = cu_seqlens_q if varlen else q
@@ -376,10 +408,13 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     scalars = (params.shift_extra, params.window_left, params.window_right,
                params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds, params.dropout_p)
     _attn_bwd_dkdv[(triton.cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k)](
-        q, k, v, do, lse, delta, dk, dv, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
+        q, k, v, do, lse, delta, dk, dv, dq, mask, slopes, cu_q, cu_k,
+        seed if seed is not None else q,
         *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
-        *sl, *sm, s_sb, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k, *scalars,
-        **common)
+        *strides(dq), *sl, *sm, s_sb, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
+        *scalars, FUSED_DQ=fused, DQ_TMA=fused and _dq_tma(cfg, dq), **common)
+    if fused:
+        return (dq if q.dtype == torch.float32 else dq.to(q.dtype)), dk, dv
     _attn_bwd_dq[(triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)](
         q, k, v, do, lse, delta, dq, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
         *strides(q), *strides(k), *strides(v), *strides(do), *strides(dq),

@@ -252,14 +252,30 @@ def softmax_step_fused(qk, qk_scale, m_i, l_i):
 
 
 @triton.jit
-def dropout_keep(seed, bh, qi, kj, dropout_p):
-    """Counter-based dropout mask: True keeps score (qi, kj) of program-head ``bh``.
+def _interleave(a, b):
+    """[R, C] and [R, C] -> [R, 2C] with a's columns at even and b's at odd positions."""
+    return tl.reshape(tl.join(a, b), [a.shape[0], 2 * a.shape[1]])
 
-    Philox keyed by ``seed`` with counter (query, key, batch*nheads + head, 0): every element
-    has its own counter, so the backward regenerates exactly the forward's mask, and no counter
-    overflows whatever the sequence lengths. ``qi``/``kj`` broadcast like in ``scores_log2``.
+
+@triton.jit
+def dropout_keep(seed, bh, offs_m, start_n, BLOCK_N: tl.constexpr, dropout_p):
+    """Counter-based dropout mask [BLOCK_M, BLOCK_N]: True keeps score (query offs_m[i], key
+    start_n + j) of program-head ``bh``; ``start_n`` is a multiple of 8.
+
+    One Philox-4x32-10 call, keyed by ``seed`` with counter (query, key // 8, batch*nheads +
+    head, 0), gives 128 random bits: eight 16-bit lanes for keys 8c ... 8c + 7 (the lane of key
+    8c + 4a + 2b + e is ``a + 2b`` of word ``2e + ...``; fixed by ``_interleave``). A score is
+    dropped when its lane is below ``round(p * 65536)``: the drop probability is p rounded to a
+    multiple of 2^-16. The counter depends only on (query, key, head), never on block sizes, so
+    the backward's kernels (other tiles) regenerate exactly the forward's mask.
     """
-    zero = (qi * 0 + kj * 0).to(tl.uint32)
-    r, _, _, _ = tl.philox(seed, qi.to(tl.uint32) + zero, kj.to(tl.uint32) + zero,
-                           zero + bh.to(tl.uint32), zero)
-    return tl.uint_to_uniform_float(r) >= dropout_p
+    cols = start_n // 8 + tl.arange(0, BLOCK_N // 8)  # [BLOCK_N // 8]
+    zero = (offs_m[:, None] * 0 + cols[None, :] * 0).to(tl.uint32)
+    r0, r1, r2, r3 = tl.philox(seed, offs_m.to(tl.uint32)[:, None] + zero,
+                               cols.to(tl.uint32)[None, :] + zero, zero + bh.to(tl.uint32), zero)
+    t = tl.cast(dropout_p * 65536.0 + 0.5, tl.uint32)
+    k0 = _interleave((r0 & 0xFFFF) >= t, (r0 >> 16) >= t)
+    k1 = _interleave((r1 & 0xFFFF) >= t, (r1 >> 16) >= t)
+    k2 = _interleave((r2 & 0xFFFF) >= t, (r2 >> 16) >= t)
+    k3 = _interleave((r3 & 0xFFFF) >= t, (r3 >> 16) >= t)
+    return _interleave(_interleave(k0, k1), _interleave(k2, k3))  # [BLOCK_M, BLOCK_N]

@@ -26,7 +26,7 @@ def _dropout_mask(SEED, OUT, nheads, seqlen_q, seqlen_k, dropout_p,
     bh = tl.program_id(2)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    keep = dropout_keep(tl.load(SEED), bh, offs_m[:, None], offs_n[None, :], dropout_p)
+    keep = dropout_keep(tl.load(SEED), bh, offs_m, pid_n * BLOCK_N, BLOCK_N, dropout_p)
     p_out = OUT + bh.to(tl.int64) * seqlen_q * seqlen_k + offs_m[:, None] * seqlen_k + offs_n[None, :]
     tl.store(p_out, keep.to(tl.int8), mask=(offs_m[:, None] < seqlen_q) & (offs_n[None, :] < seqlen_k))
 

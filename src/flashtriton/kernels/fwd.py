@@ -25,7 +25,8 @@ from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropou
 _empty = torch.empty
 
 @triton.jit
-def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
+def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_vd,
+               stride_mn,
                n_start, n_end, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                shift, left, right, qk_scale, softcap, slope, seed, bh, dropout_p,
                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
@@ -34,7 +35,7 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
                HAS_ALIBI: tl.constexpr, MASK_KIND: tl.constexpr,
                EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr, USE_TMA: tl.constexpr,
                WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-               IS_FP8: tl.constexpr, QUANT_P: tl.constexpr,
+               IS_FP8: tl.constexpr, QUANT_P: tl.constexpr, V_T: tl.constexpr,
                UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     """Stream K/V blocks ``[n_start, n_end)`` through the accumulator (masked or not).
 
@@ -42,12 +43,14 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
     bounds (this sequence's keys, the true head dims) zero-fill whatever lies outside.
     With float8 inputs P is rounded to e4m3 for the P·V product (``QUANT_P``); the interpreter's
     fp32->fp8 conversion does not round like the hardware, so there P stays fp32.
+    ``V_T``: V is stored (D, keys) with keys contiguous (stride_vd between rows): float8
+    products on Hopper take the P·V operand only with the reduction (key) dimension contiguous.
     """
     offs_nb = tl.arange(0, BLOCK_N)
     for start_n in tl.range(n_start, n_end, BLOCK_N, warp_specialize=WARP_SPEC and not MASKED):
         offs_n = start_n + offs_nb
         p_kt = p_k + offs_n[None, :] * stride_kn + offs_dqk[:, None]  # [BLOCK_DQK, BLOCK_N]
-        p_vt = p_v + offs_n[:, None] * stride_vn + offs_dv[None, :]   # [BLOCK_N, BLOCK_DV]
+        p_vt = p_v + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd  # [BLOCK_N, BLOCK_DV]
         if USE_TMA:
             kt = tl.trans(k_desc.load([start_n, 0]))
         elif MASKED or not EVEN_DQK:
@@ -64,7 +67,9 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
                             right, qk_scale, softcap, slope, p_mask + offs_n[None, :] * stride_mn,
                             MASKED, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND)
             p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, MASKED or MASK_KIND != 0)
-        if USE_TMA:
+        if USE_TMA and V_T:
+            v = tl.trans(v_desc.load([0, start_n]))
+        elif USE_TMA:
             v = v_desc.load([start_n, 0])
         elif MASKED or not EVEN_DV:
             v = tl.load(p_vt, mask=(offs_n[:, None] < seqlen_k) & (offs_dv[None, :] < HEAD_DIM_V),
@@ -72,7 +77,7 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
         else:
             v = tl.load(p_vt)
         if HAS_DROPOUT:  # l keeps the undropped sum; 1/(1-p) is applied once at the end
-            p = tl.where(dropout_keep(seed, bh, offs_m[:, None], offs_n[None, :], dropout_p), p, 0.0)
+            p = tl.where(dropout_keep(seed, bh, offs_m, start_n, BLOCK_N, dropout_p), p, 0.0)
         if IS_FP8 and not QUANT_P:
             acc = mma(p, v.to(tl.float32), acc * alpha[:, None], False, "ieee")
         else:
@@ -87,7 +92,7 @@ def _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, st
 @triton.jit
 def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
               stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
-              stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
+              stride_vb, stride_vn, stride_vh, stride_vd, stride_ob, stride_om, stride_oh,
               stride_lb, stride_lh, stride_mb, stride_mh, stride_mm, stride_mn, stride_sb,
               nheads, group, seqlen_q_max, seqlen_k_max, shift_extra, left, right,
               qk_scale, softcap, slope_scale, dropout_p,
@@ -99,7 +104,7 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
               IS_VARLEN: tl.constexpr, EVEN_DQK: tl.constexpr, EVEN_DV: tl.constexpr,
               USE_TMA: tl.constexpr, WARP_SPEC: tl.constexpr, FUSED_SCALE: tl.constexpr,
               HAS_DROPOUT: tl.constexpr, IS_FP8: tl.constexpr, QUANT_P: tl.constexpr,
-              UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
+              V_T: tl.constexpr, UPCAST_BF16: tl.constexpr, PRECISION: tl.constexpr):
     pid_m, b, h, h_k = query_tile_program(nheads, group, HAS_RIGHT)
     q_start, seqlen_q, k_start, seqlen_k = sequence_bounds(CU_Q, CU_K, b, seqlen_q_max,
                                                            seqlen_k_max, IS_VARLEN)
@@ -122,8 +127,14 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
         # one descriptor per (sequence, head): its bounds are this sequence's rows
         k_desc = tl.make_tensor_descriptor(p_k, shape=[seqlen_k, HEAD_DIM_QK], strides=[stride_kn, 1],
                                            block_shape=[BLOCK_N, BLOCK_DQK])
-        v_desc = tl.make_tensor_descriptor(p_v, shape=[seqlen_k, HEAD_DIM_V], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_DV])
+        if V_T:
+            v_desc = tl.make_tensor_descriptor(p_v, shape=[HEAD_DIM_V, seqlen_k],
+                                               strides=[stride_vd, 1],
+                                               block_shape=[BLOCK_DV, BLOCK_N])
+        else:
+            v_desc = tl.make_tensor_descriptor(p_v, shape=[seqlen_k, HEAD_DIM_V],
+                                               strides=[stride_vn, 1],
+                                               block_shape=[BLOCK_N, BLOCK_DV])
         q_desc = tl.make_tensor_descriptor(p_q, shape=[seqlen_q, HEAD_DIM_QK], strides=[stride_qm, 1],
                                            block_shape=[BLOCK_M, BLOCK_DQK])
         q = q_desc.load([m0, 0])  # [BLOCK_M, BLOCK_DQK]
@@ -148,26 +159,29 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, SLOPES, CU_Q, CU_K, SEED, DESCALE,
 
     lo, a, bb, hi = inner_ranges(m0, seqlen_q, seqlen_k, shift, left, right,
                                  BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn,
+                               stride_vd, stride_mn,
                                a, bb, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope, seed, b * nheads + h,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P, V_T,
                                UPCAST_BF16, PRECISION)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn,
+                               stride_vd, stride_mn,
                                lo, a, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope, seed, b * nheads + h,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P, V_T,
                                UPCAST_BF16, PRECISION)
-    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn, stride_mn,
+    acc, m_i, l_i = _fwd_tiles(acc, m_i, l_i, q, p_k, p_v, k_desc, v_desc, p_mask, stride_kn, stride_vn,
+                               stride_vd, stride_mn,
                                bb, hi, offs_m, offs_dqk, offs_dv, seqlen_q, seqlen_k,
                                shift, left, right, qk_scale, softcap, slope, seed, b * nheads + h,
                                dropout_p, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, HAS_LEFT, HAS_RIGHT,
                                HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, EVEN_DQK, EVEN_DV, USE_TMA,
-                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P,
+                               WARP_SPEC, FUSED_SCALE, HAS_DROPOUT, IS_FP8, QUANT_P, V_T,
                                UPCAST_BF16, PRECISION)
 
     # Rows that saw no key: l == 0 -> output 0, lse -inf.
@@ -216,7 +230,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         lse = _empty((nheads, total_q), dtype=torch.float32, device=q.device)
         sq = (0, q.stride(0), q.stride(1))
         sk = (0, k.stride(0), k.stride(1))
-        sv = (0, v.stride(0), v.stride(1))
+        sv = (0, v.stride(0), v.stride(1), 1)
         so = (0, o.stride(0), o.stride(1))
         sl = (0, lse.stride(0))
     else:
@@ -226,10 +240,15 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         lse = _empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
         sq = (q.stride(0), q.stride(1), q.stride(2))
         sk = (k.stride(0), k.stride(1), k.stride(2))
-        sv = (v.stride(0), v.stride(1), v.stride(2))
+        sv = (v.stride(0), v.stride(1), v.stride(2), 1)
         so = (o.stride(0), o.stride(1), o.stride(2))
         sl = (lse.stride(0), lse.stride(1))
     dv = v.shape[-1]
+    v_t = q.dtype == torch.float8_e4m3fn
+    if v_t:
+        if varlen:
+            raise NotImplementedError("float8 with cu_seqlens is not built in flashtriton")
+        v, sv = _keys_minor(v)
     cfg = config or fwd_config(q.dtype, max(d, dv), params.has_right)
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
@@ -253,11 +272,22 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         FUSED_SCALE=(params.softcap == 0 and alibi_slopes is None and mask_kind == 0
                      and params.softmax_scale >= 0),
         HAS_DROPOUT=params.dropout_p > 0, IS_FP8=q.dtype == torch.float8_e4m3fn,
-        QUANT_P=not is_interpreting(),
+        QUANT_P=not is_interpreting(), V_T=v_t,
         **dot_flags(q.dtype, params.allow_tf32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return o, lse
+
+
+def _keys_minor(v):
+    """V (B, Sk, Hk, Dv) copied to a (B, Hk, Dv, Sk) layout, keys contiguous, the key stride
+    padded to 16 bytes (tensor descriptors need 16-byte row strides). Returns the copy and the
+    kernel's (b, n, h, d) strides. One pass over V, small next to the attention itself."""
+    batch, seqlen_k, nheads_k, dv = v.shape
+    padded = triton.cdiv(seqlen_k, 16) * 16
+    vt = torch.empty((batch, nheads_k, dv, padded), dtype=v.dtype, device=v.device)
+    vt[..., :seqlen_k].copy_(v.permute(0, 2, 3, 1))
+    return vt, (vt.stride(0), 1, vt.stride(1), vt.stride(2))
 
 
 def _mask_args(attn_mask, like):

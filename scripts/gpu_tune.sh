@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU suite (large shapes), then the config sweeps behind configs.py, in one device call.
+#
+#   OUT=out scripts/gpu_tune.sh [tests|sweeps|all]     (default all; about 8 minutes)
+#
+# Each sweep checks every config's output before timing it (scripts/tune.py) and writes
+# $OUT/tune-<name>.json; $OUT/steps.txt says how each step ended and how long it took.
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+OUT="${OUT:-out}"; mkdir -p "$OUT"
+WHAT="${1:-all}"
+step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; timeout "$limit" "$@"; \
+         echo "== $name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"; }
+sweep() { local name=$1 limit=$2; shift 2
+          step "tune-$name" "$limit" sh -c "python3 scripts/tune.py --out '$OUT/tune-$name.json' $* \
+              > '$OUT/tune-$name.log' 2>&1"; tail -n 12 "$OUT/tune-$name.log"; }
+
+if [ "$WHAT" != sweeps ]; then
+  step tests 220 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
+      -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
+  grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
+fi
+[ "$WHAT" = tests ] && exit 0
+# backward, atomic dQ (the default) next to the deterministic two-kernel path's current config
+sweep bwd-d128 70 --pass bwd --headdims 128 --seqlens 16384 \
+    --bwd-space "'64:128;8;2;ptr,ptrdq,tma,dqtma|64:128;8;3;ptr|32:128;8;2;ptr'"
+sweep bwd-d128-det 30 --pass bwd --headdims 128 --seqlens 16384 --deterministic \
+    --bwd-space "'64:64;4;2;ptr'"
+sweep bwd-d64 60 --pass bwd --headdims 64 --seqlens 16384 \
+    --bwd-space "'64:128;8;2;tma,ptr,dqtma|64:64;4;3;tma|128:128;8;2;dqtma'"
+sweep bwd-d256 45 --pass bwd --headdims 256 --seqlens 4096 \
+    --bwd-space "'32:64;8;1;ptr|64:64;8;1;ptr|32:32;4;1;ptr'"
+sweep fwd-d256 40 --pass fwd --headdims 256 --seqlens 4096 \
+    --fwd-space "'128:32;8;2;tma|128:64;8;1,2;tma|64:64;4;2;tma'"
+sweep fwd-fp8 45 --pass fwd --headdims 128 --seqlens 16384 --dtype fp8 \
+    --fwd-space "'128:128;8;2,3,4;tma|128:64;4,8;2;tma|128:256;8;2;tma'"
+sweep dropout 60 --pass fwd,bwd --headdims 128 --seqlens 16384 --causal 0 --dropout 0.1 \
+    --fwd-space "'128:64;4;2;tma|128:128;8;2;tma'" --bwd-space "'64:128;8;2;ptr,ptrdq'"
+cat "$OUT/steps.txt"
