@@ -5,7 +5,7 @@ shared memory: a screen before spending GPU time on a config sweep.
     python scripts/compile_check.py bwd  --headdim 128 --configs "64,128,8,2" [--deterministic]
     python scripts/compile_check.py fp8  --headdim 128 --configs "128,128,8,2"
     python scripts/compile_check.py dropout-fwd|dropout-bwd --headdim 128 --configs ...
-A config is ``block_m,block_n,warps,stages[,tma|ptr|ws|dqtma]``.
+A config is ``block_m,block_n,warps,stages[,ptr|ws|dqtma|sep]`` (sep: dQ by its own kernel).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def parse(cfg: str):
     bm, bn, w, s = (int(x) for x in parts[:4])
     flags = set(parts[4:])
     return KernelConfig(bm, bn, w, s, tma="ptr" not in flags, warp_specialize="ws" in flags,
-                        dq_tma="dqtma" in flags)
+                        dq_tma="dqtma" in flags, fused_dq="sep" not in flags)
 
 
 def main():

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU suite (large shapes), then the config sweeps behind configs.py, in one device call.
 #
-#   OUT=out scripts/gpu_tune.sh [tests|sweeps|all]     (default all; about 8 minutes)
+#   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sweeps|all]
+#
+# SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
+# fwd-d256, fwd-fp8, dropout. Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
 # $OUT/tune-<name>.json; $OUT/steps.txt says how each step ended and how long it took.
@@ -22,19 +25,29 @@ if [ "$WHAT" != sweeps ]; then
   grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
 fi
 [ "$WHAT" = tests ] && exit 0
-# backward, atomic dQ (the default) next to the deterministic two-kernel path's current config
-sweep bwd-d128 70 --pass bwd --headdims 128 --seqlens 16384 \
-    --bwd-space "'64:128;8;2;ptr,ptrdq,tma,dqtma|64:128;8;3;ptr|32:128;8;2;ptr'"
-sweep bwd-d128-det 30 --pass bwd --headdims 128 --seqlens 16384 --deterministic \
-    --bwd-space "'64:64;4;2;ptr'"
-sweep bwd-d64 60 --pass bwd --headdims 64 --seqlens 16384 \
-    --bwd-space "'64:128;8;2;tma,ptr,dqtma|64:64;4;3;tma|128:128;8;2;dqtma'"
-sweep bwd-d256 45 --pass bwd --headdims 256 --seqlens 4096 \
-    --bwd-space "'32:64;8;1;ptr|64:64;8;1;ptr|32:32;4;1;ptr'"
-sweep fwd-d256 40 --pass fwd --headdims 256 --seqlens 4096 \
-    --fwd-space "'128:32;8;2;tma|128:64;8;1,2;tma|64:64;4;2;tma'"
-sweep fwd-fp8 45 --pass fwd --headdims 128 --seqlens 16384 --dtype fp8 \
-    --fwd-space "'128:128;8;2,3,4;tma|128:64;4,8;2;tma|128:256;8;2;tma'"
-sweep dropout 60 --pass fwd,bwd --headdims 128 --seqlens 16384 --causal 0 --dropout 0.1 \
-    --fwd-space "'128:64;4;2;tma|128:128;8;2;tma'" --bwd-space "'64:128;8;2;ptr,ptrdq'"
+SWEEPS="${SWEEPS:-bwd-d64 fwd-d256 fwd-fp8 dropout}"
+for name in $SWEEPS; do
+  case "$name" in
+    # backward, atomic dQ (the default) next to the deterministic two-kernel path's config
+    bwd-d128) sweep bwd-d128 70 --pass bwd --headdims 128 --seqlens 16384 \
+        --bwd-space "'64:128;8;2;ptr,ptrdq,tma,dqtma|64:128;8;3;ptr|32:128;8;2;ptr'" ;;
+    bwd-d128-det) sweep bwd-d128-det 30 --pass bwd --headdims 128 --seqlens 16384 --deterministic \
+        --bwd-space "'64:64;4;2;ptr'" ;;
+    bwd-d64) sweep bwd-d64 60 --pass bwd --headdims 64 --seqlens 16384 \
+        --bwd-space "'64:128;8;2;tma,ptr,dqtma|64:64;4;3;tma|128:128;8;2;dqtma'" ;;
+    bwd-d256) sweep bwd-d256 45 --pass bwd --headdims 256 --seqlens 4096 \
+        --bwd-space "'32:64;8;1;ptr|64:64;8;1;ptr|32:32;4;1;ptr'" ;;
+    fwd-d256) sweep fwd-d256 40 --pass fwd --headdims 256 --seqlens 4096 \
+        --fwd-space "'128:32;8;2;tma|128:64;8;1,2;tma|64:64;4;2;tma'" ;;
+    fwd-fp8) sweep fwd-fp8 45 --pass fwd --headdims 128 --seqlens 16384 --dtype fp8 \
+        --fwd-space "'128:128;8;2,3,4;tma|128:64;4,8;2;tma|128:256;8;2;tma'" ;;
+    dropout) sweep dropout 75 --pass fwd,bwd --headdims 128 --seqlens 16384 --causal 0 --dropout 0.1 \
+        --fwd-space "'128:128;8;2,3;tma|128:64;8;2;tma|128:64;4;2;tma'" \
+        --bwd-space "'64:128;8;2,3;ptr,ptrdq|64:64;4;2;ptr'" ;;
+    *) echo "unknown sweep $name" ;;
+  esac
+done
+# one archive: the device tool returns a limited number of files
+tar -C "$OUT" -czf "$OUT/tune.tgz" $(cd "$OUT" && ls tune-*.json tune-*.log 2>/dev/null) \
+    && rm -f "$OUT"/tune-*.json "$OUT"/tune-*.log
 cat "$OUT/steps.txt"

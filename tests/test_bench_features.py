@@ -1,7 +1,8 @@
 """`flashtriton bench --feature ...` on small shapes: the FLOP count of each feature against a
 brute-force count from the mask, the document lengths, the correctness gate (wrong providers,
 registered here only, are marked wrong and not timed), the FlexAttention mask/score mods against the
-reference, and end-to-end runs of `--feature window` and `--feature varlen`.
+reference, end-to-end runs of `--feature window`, `--feature varlen` and `--feature float8`, and
+the float8 gate (against the reference on the dequantized inputs; dropped descales are caught).
 
 Runs on CPU under the Triton interpreter (flashtriton) and natively on a GPU. FlexAttention has no
 backward on CPU (torch raises "FlexAttention does not support backward on CPU"), so on CPU its rows
@@ -25,8 +26,8 @@ from helpers import DEVICE
 
 from flashtriton.bench import feature_providers, features, harness, results
 from flashtriton.bench.feature_providers import FEATURE_PROVIDERS
-from flashtriton.bench.features import (FEATURE_QUICK, FEATURES, FeatureProblem, FeatureSpec,
-                                        document_lengths, visible_pairs)
+from flashtriton.bench.features import (FEATURE_FULL, FEATURE_QUICK, FEATURES, FeatureProblem,
+                                        FeatureSpec, document_lengths, visible_pairs)
 from flashtriton.bench.providers import Provider
 from flashtriton.reference import attention_ref, visible_mask
 
@@ -122,7 +123,7 @@ def test_every_feature_has_flashtriton_and_a_peer():
 def test_quick_subset_is_small():
     problems = {f: FEATURES[f].expand(FEATURE_QUICK, "cuda") for f in FEATURES}
     assert {f: len(p) for f, p in problems.items()} == {"varlen": 2, "window": 2, "softcap": 1,
-                                                         "alibi": 1, "dropout": 1}
+                                                         "alibi": 1, "dropout": 1, "float8": 1}
     assert all(p.headdim == 128 and p.causal and p.dtype == torch.bfloat16
                for ps in problems.values() for p in ps)
     assert all(sum(p.doc_lengths) == 16384 and p.seqlen == max(p.doc_lengths)
@@ -208,6 +209,74 @@ def test_gate_marks_wrong_providers_and_does_not_time_them():
     assert "non-finite" in by["nan_dropout", "fwd_bwd"]["note"]
 
 
+def _float8_without(*dropped: str):
+    """flashtriton's float8 provider calling the kernel without some of its descales."""
+    def setup(problem, inputs):
+        import flashtriton
+
+        runner = FEATURE_PROVIDERS["float8"]["flashtriton"].setup(problem, inputs)
+        x = runner.quantized
+        kept = {name: d for name, d in zip(("q_descale", "k_descale", "v_descale"), x.descales)
+                if name not in dropped}
+        runner.forward = lambda: flashtriton.flash_attn_func(x.q, x.k, x.v, causal=problem.causal,
+                                                              **kept)
+        return runner
+    return setup
+
+
+def test_float8_rows_pass_the_gate_and_dropped_descales_fail_it():
+    """The float8 row is checked against the reference on its dequantized inputs (on the bf16
+    inputs' reference the quantization error alone would fail it), so a kernel that ignored the
+    descales, all of them or only V's, is marked wrong and not timed."""
+    registry = _registry(
+        float8__none=Provider("no_descales", "descales dropped",
+                              _float8_without("q_descale", "k_descale", "v_descale")),
+        float8__v=Provider("no_v_descale", "v_descale dropped", _float8_without("v_descale")))
+    spec = FeatureSpec(**{**TINY.__dict__, "features": ("float8",)})
+    rows = features.run_features(spec, TIMING, registry=registry)
+    by = {r["provider"]: r for r in rows}
+    assert [(r["provider"], r["pass"]) for r in rows] == [
+        (name, "fwd") for name in ("flashtriton", "flashtriton_bf16", "sdpa_cudnn", "no_descales",
+                                   "no_v_descale")]
+    for name in ("flashtriton", "flashtriton_bf16"):
+        assert results.row_status(by[name]) == "ok" and by[name]["ms"] > 0, by[name]
+    assert by["flashtriton"]["note"] == feature_providers.FLOAT8_NOTE
+    assert results.row_status(by["sdpa_cudnn"]) == ("skipped" if DEVICE == "cpu" else "ok"), by["sdpa_cudnn"]
+    for name in ("no_descales", "no_v_descale"):
+        row = by[name]
+        assert row["status"] == "wrong" and row["ms"] is None and row["tflops"] is None, row
+        assert "max|ours-ref64|" in row["note"] and "torch_lowp" in row["note"], row["note"]
+
+
+def test_float8_problems_are_forward_bf16_with_per_tensor_descales():
+    problems = FEATURES["float8"].expand(FEATURE_FULL, "cuda")
+    assert sorted((p.headdim, p.seqlen, p.causal) for p in problems) == sorted(
+        (d, s, c) for d in (128, 64) for s in (4096, 16384) for c in (False, True))
+    assert all(p.float8 and p.dtype == torch.bfloat16 and p.batch * p.seqlen == 16384
+               and p.heads * p.headdim == 2048 for p in problems)
+    assert problems[0].params() == {"format": "e4m3fn", "descale": "per-tensor amax/448",
+                                    "visible_pairs": 4 * 4096 * 4096}
+    assert FEATURES["float8"].passes_for(FEATURE_FULL) == ("fwd",)
+    # the dtype is the bf16 path it is compared with, whatever --dtypes says
+    spec = features.spec_from_args(parse("--feature", "float8", "--dtypes", "fp16"))
+    assert {p.dtype for p in FEATURES["float8"].expand(spec, "cuda")} == {torch.bfloat16}
+    assert list(FEATURE_PROVIDERS["float8"]) == ["flashtriton", "flashtriton_bf16", "sdpa_cudnn"]
+
+
+def test_float8_quantization_is_per_tensor_amax_over_448():
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(2, 33, 3, 16, generator=gen) * 3).to(torch.bfloat16)
+    x8, descale = feature_providers.quantize_float8(x)
+    assert x8.dtype == torch.float8_e4m3fn and x8.shape == x.shape
+    assert descale.dtype == torch.float32 and descale.shape == (1,)
+    assert descale.item() == pytest.approx(x.abs().max().item() / 448, rel=1e-6)
+    assert x8.to(torch.float64).abs().max().item() == 448.0
+    # e4m3: 3 mantissa bits (half a step: 2^-4 relative), subnormal step 2^-9 (times the descale)
+    err = (x8.to(torch.float64) * descale.item() - x.double()).abs()
+    bound = x.double().abs() * 2.0 ** -4 * (1 + 1e-6) + descale.item() * 2.0 ** -10
+    assert (err <= bound).all(), (err - bound).max()
+
+
 def test_explicit_masks_over_budget_are_skipped(monkeypatch):
     monkeypatch.setattr(feature_providers, "MASK_BUDGET_BYTES", 1000)
     spec = FeatureSpec(**{**TINY.__dict__, "features": ("alibi",), "passes": ("fwd",)})
@@ -286,7 +355,8 @@ def test_cli_window_end_to_end(tmp_path, capsys):
     assert harness.run_cli(parse(*TINY_CLI, "--feature", "window", "--seqlens", "32", "--windows", "8",
                                  "--providers", ",".join(providers), "--out", str(out))) == 0
     printed = capsys.readouterr().out
-    assert "not GPU figures" in printed and "visible (unmasked) score entries" in printed
+    assert "visible (unmasked) score entries" in printed
+    assert ("not GPU figures" in printed) == (DEVICE == "cpu")  # the CPU caveat, only on CPU
     assert "ours/best peer" in printed
     data = features.read_results(out)
     _assert_feature_rows(data, "window", providers)
@@ -315,6 +385,22 @@ def test_cli_varlen_end_to_end(tmp_path):
         assert lengths == list(document_lengths(row["feature_params"]["distribution"], 32))
         assert (row["batch"], row["seqlen"]) == (len(lengths), max(lengths))
         assert row["feature_params"]["visible_pairs"] == sum(n * (n + 1) // 2 for n in lengths)
+
+
+def test_cli_float8_end_to_end(tmp_path, capsys):
+    out = tmp_path / "float8.json"
+    providers = ("flashtriton", "flashtriton_bf16")
+    assert harness.run_cli(parse(*TINY_CLI, "--feature", "float8", "--seqlens", "32",
+                                 "--providers", ",".join(providers), "--out", str(out))) == 0
+    printed = capsys.readouterr().out
+    assert "float8: float8_e4m3fn forward" in printed
+    assert "x flashtriton_bf16" in printed  # ours/best peer: the float8 row against the bf16 path
+    data = features.read_results(out)
+    _assert_feature_rows(data, "float8", providers)
+    assert [(r["provider"], r["pass"], r["dtype"]) for r in data["results"]] == [
+        ("flashtriton", "fwd", "bf16"), ("flashtriton_bf16", "fwd", "bf16")]
+    assert data["results"][0]["feature_params"] == {"format": "e4m3fn", "descale": "per-tensor amax/448",
+                                                    "visible_pairs": 32 * 33 // 2}
 
 
 def test_flashtriton_softcap_alibi_dropout_pass_the_gate():

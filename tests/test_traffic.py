@@ -83,13 +83,19 @@ def test_l2_reuse_disappears_when_the_working_set_outgrows_l2():
     assert t.read_bytes > t.compulsory_read_bytes
 
 
-def test_backward_counts_three_kernels():
-    p = Problem(batch_heads=64, seqlen_q=4096, seqlen_k=4096, head_dim=128, dtype="bfloat16")
+@pytest.mark.parametrize("head_dim,kernels", [
+    (64, ["_bwd_preprocess", "_attn_bwd_dkdv", "_attn_bwd_dq"]),   # d64: two-kernel backward
+    (128, ["_bwd_preprocess", "_attn_bwd_dkdv", "dq_cast"]),       # d128: atomic dQ
+])
+def test_backward_counts_the_kernels_its_config_launches(head_dim, kernels):
+    p = Problem(batch_heads=64, seqlen_q=4096, seqlen_k=4096, head_dim=head_dim, dtype="bfloat16")
     t = model("production", p, Blocks(64, 64), "h200", pass_="bwd")
-    assert [k.kernel for k in t.kernels] == ["_bwd_preprocess", "_attn_bwd_dkdv", "_attn_bwd_dq"]
-    tensor = 64 * 4096 * 128 * 2
+    assert [k.kernel for k in t.kernels] == kernels
+    tensor = 64 * 4096 * head_dim * 2
     assert t.compulsory_write_bytes == 3 * tensor  # dQ, dK, dV
     assert t.compulsory_read_bytes <= t.read_bytes <= t.requested_read_bytes
+    if kernels[-1] == "dq_cast":  # every K/V block column adds a float32 dQ
+        assert t.kernels[1].requested_write_bytes == 2 * tensor + (4096 // 64) * 2 * tensor
 
 
 def test_unknown_names_raise():

@@ -86,67 +86,100 @@ class KernelConfig:
     tma: bool = True  # tensor-descriptor loads where the layout allows
     warp_specialize: bool = False  # tl.range(..., warp_specialize=True) on the unmasked loop
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
+    fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
 
 
-# Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384), keyed by
-# (head-dim bucket, causal). Source: bench/results/2026-11-29-tune-tma.json (forward; tensor
-# descriptors beat pointer loads: 531 vs 486 TFLOP/s at d128) and 2026-11-29-tune-d128-initial.json
-# (backward d128: pointer loads 385 vs 362 with descriptors). d256 entries are untuned first choices
-# that fit shared memory (checked by the GPU test suite, not timed).
+# Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at
+# 4096), keyed by (head-dim bucket, causal); TFLOP/s as measured by scripts/tune.py.
+# Forward d64/d128: bench/results/2026-11-29-tune-tma.json (tensor descriptors beat pointer
+# loads: 531 vs 486 at d128). Forward d256: 2026-11-29-tune-session2.tar's tune-fwd-d256.json.
 _FWD = {
     (64, False): KernelConfig(128, 128, 4, 3),   # 424 TFLOP/s
     (64, True): KernelConfig(128, 128, 4, 3),    # 404
     (128, False): KernelConfig(128, 64, 4, 2),   # 531
     (128, True): KernelConfig(128, 128, 8, 3),   # 485
-    (256, False): KernelConfig(128, 32, 8, 2),
-    (256, True): KernelConfig(128, 32, 8, 2),
+    (256, False): KernelConfig(128, 64, 8, 2),   # 495 (was 128x32: 337)
+    (256, True): KernelConfig(128, 64, 8, 2),    # 416 (was 128x32: 290)
+}
+# float8_e4m3fn forward, d128 (V read keys-contiguous): tune-fwd-fp8.json. Other head dims use
+# the 16-bit table.
+_FWD_FP8 = {
+    (128, False): KernelConfig(128, 64, 4, 2),   # 666
+    (128, True): KernelConfig(128, 128, 8, 4),   # 596
+}
+# Dropout's forward (Philox in the loop) prefers the 8-warp tile: tune-dropout.json, p = 0.1.
+_FWD_DROPOUT = {
+    (128, False): KernelConfig(128, 128, 8, 2),  # 234 (128x64 w4: 195)
+    (128, True): KernelConfig(128, 128, 8, 2),   # not timed causal; the same tile
 }
 _FWD_FP32 = KernelConfig(64, 32, 4, 2, tma=False)  # fp32 tiles are twice the bytes; untuned
+# The deterministic backward (dK/dV kernel + dQ kernel): 2026-11-29-tune-tma.json (d64),
+# 2026-11-29-tune-d128-initial.json (d128: pointer loads 385 vs 362 with descriptors);
+# d256 a first choice that fits (bench: 110 TFLOP/s).
 _BWD_DETERMINISTIC = {
-    (64, False): KernelConfig(64, 64, 4, 3),              # 359 (descriptors)
-    (64, True): KernelConfig(64, 64, 4, 3),               # 357
-    (128, False): KernelConfig(64, 64, 4, 2, tma=False),  # 385 (pointer loads)
-    (128, True): KernelConfig(64, 64, 4, 2, tma=False),   # 373
-    (256, False): KernelConfig(32, 32, 4, 1, tma=False),
-    (256, True): KernelConfig(32, 32, 4, 1, tma=False),
+    (64, False): KernelConfig(64, 64, 4, 3, fused_dq=False),              # 359 (descriptors)
+    (64, True): KernelConfig(64, 64, 4, 3, fused_dq=False),               # 357
+    (128, False): KernelConfig(64, 64, 4, 2, tma=False, fused_dq=False),  # 385 (pointer loads)
+    (128, True): KernelConfig(64, 64, 4, 2, tma=False, fused_dq=False),   # 373
+    (256, False): KernelConfig(32, 32, 4, 1, tma=False, fused_dq=False),
+    (256, True): KernelConfig(32, 32, 4, 1, tma=False, fused_dq=False),
 }
-# The default backward (one dK/dV kernel with atomic dQ): first choices, to be tuned.
+# The default backward: the faster of the two algorithms per head dim. Atomic dQ (one dK/dV
+# kernel) at d128 (2026-11-29-tune-bwd-atomic-d128.json: 393 / 395 vs 390 / 370 for the
+# two-kernel path measured in the same run, tune-bwd-det-d128.json) and d256
+# (tune-bwd-atomic-d256.json: 163 / 165 vs 110 in the earlier bench); at d64 the two-kernel path
+# stays ahead (atomic best 288 / 301 in tune-bwd-d64.json vs 359 / 357).
 _BWD = {
-    (64, False): KernelConfig(64, 128, 8, 2),
-    (64, True): KernelConfig(64, 128, 8, 2),
-    (128, False): KernelConfig(64, 128, 8, 2, tma=False),
-    (128, True): KernelConfig(64, 128, 8, 2, tma=False),
-    (256, False): KernelConfig(32, 64, 4, 1, tma=False),
-    (256, True): KernelConfig(32, 64, 4, 1, tma=False),
+    (64, False): _BWD_DETERMINISTIC[(64, False)],
+    (64, True): _BWD_DETERMINISTIC[(64, True)],
+    (128, False): KernelConfig(64, 128, 8, 3, tma=False),  # 393
+    (128, True): KernelConfig(64, 128, 8, 3, tma=False),   # 395
+    (256, False): KernelConfig(64, 64, 8, 1, tma=False),   # 163
+    (256, True): KernelConfig(64, 64, 8, 1, tma=False),    # 165
 }
 # Small tiles under the interpreter: each program is simulated element by element on the CPU.
 _INTERPRET = KernelConfig(16, 16, 4, 1)
+# Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.
+_INTERPRET_DROPOUT = KernelConfig(16, 32, 4, 1)
 
 
 def _bucket(head_dim: int) -> int:
     return 64 if head_dim <= 64 else (128 if head_dim <= 128 else 256)
 
 
-def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
+                     dropout: bool = False) -> KernelConfig:
     """The GPU forward config, whatever the process runs on (the analysis tools model the GPU)."""
     if dtype == torch.float32:
         return _FWD_FP32
-    return _FWD[(_bucket(head_dim), bool(causal))]
+    key = (_bucket(head_dim), bool(causal))
+    if dtype == torch.float8_e4m3fn and key in _FWD_FP8:
+        return _FWD_FP8[key]
+    if dropout and key in _FWD_DROPOUT:
+        return _FWD_DROPOUT[key]
+    return _FWD[key]
 
 
-def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool) -> KernelConfig:
+def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
+               dropout: bool = False) -> KernelConfig:
     """The config a forward launch uses: the tuned one, or small tiles under the interpreter."""
     if is_interpreting():
-        return _INTERPRET
-    return tuned_fwd_config(dtype, head_dim, causal)
+        return _INTERPRET_DROPOUT if dropout else _INTERPRET
+    return tuned_fwd_config(dtype, head_dim, causal, dropout)
+
+
+def tuned_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
+                     deterministic: bool = False) -> KernelConfig:
+    """The GPU backward config: ``deterministic`` selects the two-kernel (dK/dV + dQ) table."""
+    if dtype == torch.float32:
+        return KernelConfig(32, 32, 4, 1, tma=False, fused_dq=not deterministic)
+    table = _BWD_DETERMINISTIC if deterministic else _BWD
+    return table[(_bucket(head_dim), bool(causal))]
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
-               deterministic: bool = False) -> KernelConfig:
-    """The backward config: ``deterministic`` selects the two-kernel (dK/dV + dQ) tables."""
+               deterministic: bool = False, dropout: bool = False) -> KernelConfig:
+    """The config a backward launch uses: the tuned one, or small tiles under the interpreter."""
     if is_interpreting():
-        return _INTERPRET
-    if dtype == torch.float32:
-        return KernelConfig(32, 32, 4, 1, tma=False)
-    table = _BWD_DETERMINISTIC if deterministic else _BWD
-    return table[(_bucket(head_dim), bool(causal))]
+        return _INTERPRET_DROPOUT if dropout else _INTERPRET
+    return tuned_bwd_config(dtype, head_dim, causal, deterministic)

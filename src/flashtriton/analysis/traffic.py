@@ -186,7 +186,14 @@ def _production_fwd(p: Problem, b: Blocks, gpu: GPU):
 
 def _production_bwd(p: Problem, b: Blocks, gpu: GPU):
     """FA2-style backward as in kernels/bwd.py: delta = rowsum(dO * O); a dK/dV kernel (one program
-    per K/V block, streaming Q, dO, LSE, delta); a dQ kernel (one per Q block, streaming K, V)."""
+    per K/V block, streaming Q, dO, LSE, delta); then either a dQ kernel (one per Q block,
+    streaming K, V) or, where the config fuses dQ (``KernelConfig.fused_dq``), atomic float32
+    adds of every program's dQ share (requested: one float32 dQ per K/V block column; DRAM: the
+    zeroed buffer written, then read once by the cast) and the cast to the input dtype."""
+    import torch
+
+    from flashtriton.configs import tuned_bwd_config
+
     heads = p.batch_heads
     n_q, n_kv = math.ceil(p.seqlen_q / b.block_m), math.ceil(p.seqlen_k / b.block_n)
     do = p.o
@@ -197,6 +204,14 @@ def _production_bwd(p: Problem, b: Blocks, gpu: GPU):
     kv_fl = _in_flight(kv_prog, gpu, b)
     rows = p.q + do + 2 * p.row_stat
     r_req, r_dram, ws1, fit1 = _shared(rows // heads, heads, n_kv, kv_fl, gpu)
+    fused = tuned_bwd_config(getattr(torch, p.dtype), p.head_dim, False).fused_dq
+    if fused:
+        dq32 = p.q * 4 // p.elem
+        dkdv = KernelTraffic("_attn_bwd_dkdv", kv_prog, kv_fl, p.k + p.v + r_req,
+                             p.k + p.v + n_kv * dq32, p.k + p.v + r_dram, p.k + p.v + dq32,
+                             ws1 + dq32, fit1)
+        cast = KernelTraffic("dq_cast", 1, 1, dq32, p.q, dq32, p.q, 0, True)
+        return [pre, dkdv, cast]
     dkdv = KernelTraffic("_attn_bwd_dkdv", kv_prog, kv_fl, p.k + p.v + r_req, p.k + p.v,
                          p.k + p.v + r_dram, p.k + p.v, ws1, fit1)
     q_prog = n_q * heads
@@ -248,9 +263,9 @@ def variant_traffic(variant: str, problem: Problem, gpu: GPU | str, pass_: str =
     if block_m is None or block_n is None:
         dtype = getattr(torch, problem.dtype)
         if pass_ == "bwd":
-            from flashtriton.configs import bwd_config
+            from flashtriton.configs import tuned_bwd_config
 
-            cfg = bwd_config(dtype, problem.head_dim, False)
+            cfg = tuned_bwd_config(dtype, problem.head_dim, False)
         else:
             cfg = v.default_config(dtype, problem.head_dim)
         block_m = cfg.block_m if block_m is None else block_m

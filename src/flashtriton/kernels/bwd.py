@@ -358,7 +358,12 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     from flashtriton.kernels.fwd import _mask_args, _slope_args
 
     varlen = cu_seqlens_q is not None
-    fused = not params.deterministic
+    d, d_v = q.shape[-1], v.shape[-1]
+    cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic,
+                               params.dropout_p > 0)
+    if params.dropout_p > 0 and cfg.block_n % 32:
+        raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
+    fused = cfg.fused_dq and not params.deterministic
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
     dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if fused
           else _empty(q.shape, dtype=q.dtype, device=q.device))
@@ -380,9 +385,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         def strides(t):
             return (t.stride(0), t.stride(1), t.stride(2))
         sl = (lse.stride(0), lse.stride(1))
-    d_v = v.shape[-1]
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
-    cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic)
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
     cu_q = cu_seqlens_q if varlen else q

@@ -252,30 +252,32 @@ def softmax_step_fused(qk, qk_scale, m_i, l_i):
 
 
 @triton.jit
-def _interleave(a, b):
-    """[R, C] and [R, C] -> [R, 2C] with a's columns at even and b's at odd positions."""
-    return tl.reshape(tl.join(a, b), [a.shape[0], 2 * a.shape[1]])
-
-
-@triton.jit
 def dropout_keep(seed, bh, offs_m, start_n, BLOCK_N: tl.constexpr, dropout_p):
     """Counter-based dropout mask [BLOCK_M, BLOCK_N]: True keeps score (query offs_m[i], key
-    start_n + j) of program-head ``bh``; ``start_n`` is a multiple of 8.
+    start_n + j) of program-head ``bh``. BLOCK_N and start_n are multiples of 32.
 
-    One Philox-4x32-10 call, keyed by ``seed`` with counter (query, key // 8, batch*nheads +
-    head, 0), gives 128 random bits: eight 16-bit lanes for keys 8c ... 8c + 7 (the lane of key
-    8c + 4a + 2b + e is ``a + 2b`` of word ``2e + ...``; fixed by ``_interleave``). A score is
-    dropped when its lane is below ``round(p * 65536)``: the drop probability is p rounded to a
-    multiple of 2^-16. The counter depends only on (query, key, head), never on block sizes, so
-    the backward's kernels (other tiles) regenerate exactly the forward's mask.
+    One Philox-4x32-10 call, keyed by ``seed`` with counter (query, 4 * (key // 32) +
+    (key % 8) // 2, batch*nheads + head, 0), gives four 32-bit words = eight 16-bit lanes: key
+    ``32 g + 8 w + 2 t + s`` takes half ``s`` of word ``w``. A score is dropped when its lane is
+    below ``round(p * 65536)``: the drop probability is p rounded to a multiple of 2^-16.
+    The grouping follows the warpgroup-MMA accumulator, where a thread holds columns 8 w + 2 t
+    and 8 w + 2 t + 1: the eight keys of one call are that thread's own, so the mask lands in
+    the scores' registers without a shuffle through shared memory. The counter depends only on
+    (query, key, head), never on block sizes, so the backward's kernels (other tiles, other
+    layouts) regenerate exactly the forward's mask.
     """
-    cols = start_n // 8 + tl.arange(0, BLOCK_N // 8)  # [BLOCK_N // 8]
+    G: tl.constexpr = BLOCK_N // 32
+    BM: tl.constexpr = offs_m.shape[0]
+    tl.static_assert(BLOCK_N % 32 == 0, "dropout needs BLOCK_N to be a multiple of 32")
+    cols = start_n // 8 + tl.arange(0, BLOCK_N // 8)  # [BLOCK_N // 8] = 4 * (key // 32) + t
     zero = (offs_m[:, None] * 0 + cols[None, :] * 0).to(tl.uint32)
     r0, r1, r2, r3 = tl.philox(seed, offs_m.to(tl.uint32)[:, None] + zero,
                                cols.to(tl.uint32)[None, :] + zero, zero + bh.to(tl.uint32), zero)
     t = tl.cast(dropout_p * 65536.0 + 0.5, tl.uint32)
-    k0 = _interleave((r0 & 0xFFFF) >= t, (r0 >> 16) >= t)
-    k1 = _interleave((r1 & 0xFFFF) >= t, (r1 >> 16) >= t)
-    k2 = _interleave((r2 & 0xFFFF) >= t, (r2 >> 16) >= t)
-    k3 = _interleave((r3 & 0xFFFF) >= t, (r3 >> 16) >= t)
-    return _interleave(_interleave(k0, k1), _interleave(k2, k3))  # [BLOCK_M, BLOCK_N]
+    w0 = tl.reshape(tl.join((r0 & 0xFFFF) >= t, (r0 >> 16) >= t), [BM, G, 4, 2])  # [.., t, s]
+    w1 = tl.reshape(tl.join((r1 & 0xFFFF) >= t, (r1 >> 16) >= t), [BM, G, 4, 2])
+    w2 = tl.reshape(tl.join((r2 & 0xFFFF) >= t, (r2 >> 16) >= t), [BM, G, 4, 2])
+    w3 = tl.reshape(tl.join((r3 & 0xFFFF) >= t, (r3 >> 16) >= t), [BM, G, 4, 2])
+    x = tl.join(tl.join(w0, w1), tl.join(w2, w3))  # [BM, G, t, s, a, b]: word w = 2 b + a
+    x = tl.permute(x, (0, 1, 5, 4, 2, 3))          # [BM, G, b, a, t, s]
+    return tl.reshape(x, [BM, BLOCK_N])            # key 32 g + 8 w + 2 t + s

@@ -36,7 +36,7 @@ def dropout_mask(seed: torch.Tensor, batch: int, nheads: int, seqlen_q: int, seq
     """The boolean keep mask (batch, nheads, seqlen_q, seqlen_k) that the attention kernels
     apply for ``seed`` (dense layout; for varlen, sequence b's block is [b, :, :len_q, :len_k])."""
     out = torch.empty((batch, nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=seed.device)
-    grid = (triton.cdiv(seqlen_q, 16), triton.cdiv(seqlen_k, 16), batch * nheads)
+    grid = (triton.cdiv(seqlen_q, 16), triton.cdiv(seqlen_k, 32), batch * nheads)
     _dropout_mask[grid](seed, out, nheads, seqlen_q, seqlen_k, float(dropout_p),
-                        BLOCK_M=16, BLOCK_N=16)
+                        BLOCK_M=16, BLOCK_N=32)
     return out.bool()

@@ -249,7 +249,9 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         if varlen:
             raise NotImplementedError("float8 with cu_seqlens is not built in flashtriton")
         v, sv = _keys_minor(v)
-    cfg = config or fwd_config(q.dtype, max(d, dv), params.has_right)
+    cfg = config or fwd_config(q.dtype, max(d, dv), params.has_right, params.dropout_p > 0)
+    if params.dropout_p > 0 and cfg.block_n % 32:
+        raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
     cu_q = cu_seqlens_q if varlen else q
