@@ -7,8 +7,8 @@
 #   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both), ~2 min
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
-#   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout against their peers
-#                (7 configurations, headdim 128, bf16, causal; about 4 minutes estimated, most of it
+#   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout, float8 against their
+#                peers (8 configurations, headdim 128, bf16, causal; about 4 minutes estimated, most of it
 #                FlexAttention compiling once per configuration); JSON and tables, no plots
 # Extra options pass through, e.g. `scripts/gpu_bench.sh d256 --dtypes fp16 --providers flashtriton,sdpa_cudnn`.
 #

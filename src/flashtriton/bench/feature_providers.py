@@ -11,6 +11,12 @@ boolean mask to an additive one).
 
 The FlexAttention masks and score mods are module functions, so that tests can check them against
 the reference without a GPU.
+
+float8: flashtriton's provider quantizes the shared inputs per tensor to float8_e4m3fn in its setup
+(:class:`Float8Inputs`, not timed) and names them in its runner (``FeatureRunner.quantized``), so
+that the gate checks it against the reference on the dequantized values. Its peers run on the bf16
+inputs: flashtriton's plain path and SDPA's cuDNN backend. All three are forward only, on inputs that
+do not require grad (no autograd bookkeeping in any of the timed calls).
 """
 
 from __future__ import annotations
@@ -32,13 +38,47 @@ MASK_BUDGET_BYTES = 4 << 30
 PAD_MULTIPLE = 16
 
 
+FP8 = torch.float8_e4m3fn
+FLOAT8_DESCALE = "per-tensor amax/448"  # 448: e4m3fn's largest finite value
+
+
+def quantize_float8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` scaled into e4m3's range and rounded once (from float32): ``(x8, descale)`` with
+    ``x ≈ x8 · descale``, descale = amax|x| / 448 as a float32 tensor of one element."""
+    amax = x.abs().amax().float().clamp_min(torch.finfo(torch.float32).tiny)
+    descale = (amax / torch.finfo(FP8).max).reshape(1)
+    return (x.float() / descale).to(FP8), descale
+
+
+@dataclass
+class Float8Inputs:
+    """q, k, v quantized per tensor (:func:`quantize_float8`) with their descales."""
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    descales: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # q, k, v: float32, one element each
+
+    @classmethod
+    def quantize(cls, inputs: Inputs) -> "Float8Inputs":
+        (q, dq), (k, dk), (v, dv) = (quantize_float8(t) for t in (inputs.q, inputs.k, inputs.v))
+        return cls(q, k, v, (dq, dk, dv))
+
+    def dequantized(self, select=lambda t: t) -> tuple[torch.Tensor, ...]:
+        """``select`` of q, k, v (e.g. one head's slice) as x8 · descale in float64 (exact)."""
+        return tuple(select(x).to(torch.float64) * d.to(torch.float64)
+                     for x, d in zip((self.q, self.k, self.v), self.descales))
+
+
 @dataclass
 class FeatureRunner(Runner):
     """A Runner whose tensors are seen in the shared inputs' layout through ``canonical`` (e.g.
     SDPA's padded batch gathered back to the packed documents), and whose correctness is checked on
-    ``twin`` when its own output is random (dropout: the same call with ``dropout_p = 0``)."""
+    ``twin`` when its own output is random (dropout: the same call with ``dropout_p = 0``).
+    ``quantized``: the float8 copies of the inputs the provider computes on, when it does; the gate's
+    reference is then computed on their dequantized values instead of the shared inputs."""
     canonical: Callable[[torch.Tensor], torch.Tensor] | None = None
     twin: Runner | None = None
+    quantized: Float8Inputs | None = None
 
     def to_bshd(self, t: torch.Tensor) -> torch.Tensor:
         return self.canonical(t) if self.canonical is not None else super().to_bshd(t)
@@ -136,8 +176,10 @@ def _flex(problem, inputs: Inputs, *, what: str, mask_mod=None, score_mod=None) 
 
 
 def _sdpa(inputs: Inputs, *, note: str, attn_mask=None, is_causal=False, dropout_p=0.0,
-          backend: str | None = None) -> FeatureRunner:
+          backend: str | None = None, grad: bool = True) -> FeatureRunner:
     (q, k, v), dout = _leaves(inputs, "bhsd")
+    if not grad:  # forward only: leaves without grad, so no autograd bookkeeping in the call
+        q, k, v = (t.detach() for t in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def call(p):
@@ -298,3 +340,38 @@ register("dropout", "sdpa_efficient", "SDPA mem-efficient, dropout", needs_cuda=
     _dropout_sdpa("EFFICIENT_ATTENTION"))
 
 
+# ----------------------------------------------------------------------------- float8
+FLOAT8_NOTE = (f"q, k, v quantized to float8_e4m3fn in setup ({FLOAT8_DESCALE} descales, not "
+               "timed); output bf16; gate: the reference on the dequantized inputs")
+
+
+@register("float8", "flashtriton", "flashtriton float8_e4m3fn, per-tensor descales")
+def _float8_flashtriton(problem, inputs: Inputs) -> FeatureRunner:
+    import flashtriton
+
+    x = Float8Inputs.quantize(inputs)
+    q_descale, k_descale, v_descale = x.descales
+
+    def forward():
+        return flashtriton.flash_attn_func(x.q, x.k, x.v, causal=problem.causal, q_descale=q_descale,
+                                           k_descale=k_descale, v_descale=v_descale)
+
+    return _runner(forward, (x.q, x.k, x.v), inputs.dout, "bshd", note=FLOAT8_NOTE, quantized=x)
+
+
+@register("float8", "flashtriton_bf16", "flashtriton on the bf16 inputs (the plain path)")
+def _float8_plain(problem, inputs: Inputs) -> FeatureRunner:
+    import flashtriton
+
+    q, k, v = inputs.q, inputs.k, inputs.v  # no grad: forward only, as the float8 call
+
+    def forward():
+        return flashtriton.flash_attn_func(q, k, v, causal=problem.causal)
+
+    return _runner(forward, (q, k, v), inputs.dout, "bshd", note="forward only, inputs without grad")
+
+
+@register("float8", "sdpa_cudnn", "SDPA cuDNN on the bf16 inputs", needs_cuda=True)
+def _float8_sdpa_cudnn(problem, inputs: Inputs) -> FeatureRunner:
+    return _sdpa(inputs, is_causal=problem.causal, backend="CUDNN_ATTENTION", grad=False,
+                 note="SDPBackend.CUDNN_ATTENTION; forward only, inputs without grad")

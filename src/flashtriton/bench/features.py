@@ -11,13 +11,19 @@ Features (:data:`FEATURES`) and their providers (feature_providers.py, one regis
 - ``alibi``:   ALiBi slopes; FlexAttention with the bias as ``score_mod``; SDPA with the float bias
   mask where it fits the budget.
 - ``dropout``: ``dropout_p`` in forward + backward; SDPA's flash and efficient backends.
+- ``float8``:  the forward on float8_e4m3fn inputs quantized per tensor (descale amax/448), output
+  bf16; against flashtriton's bf16 path and SDPA's cuDNN backend on the bf16 inputs.
 
 Every provider passes the correctness gate of check.py (:func:`check.compare`, float64 reference with
 the feature's own options) before it is timed. Dropout outputs cannot be compared across random
 streams, so a dropout provider is gated on its ``dropout_p = 0`` path, and its dropout output and
-gradients must be finite and differ from that path. FLOPs count the visible (unmasked) score entries
-only: 4·heads·headdim·visible_pairs for the forward (×2.5 bwd, ×3.5 fwd+bwd), where visible_pairs
-is counted exactly from the mask (a causal row i sees i + 1 keys; varlen sums over documents).
+gradients must be finite and differ from that path. A float8 provider is gated on the values it
+computes on: the reference is the float64 attention of the dequantized inputs (x8 · descale), and
+the low-precision side is PyTorch doing what a float8 kernel does with them (:func:`float8_lowp`):
+the error of rounding the inputs to e4m3 belongs to the format, not to the kernel. FLOPs count the
+visible (unmasked) score entries only: 4·heads·headdim·visible_pairs for the forward (×2.5 bwd,
+×3.5 fwd+bwd), where visible_pairs is counted exactly from the mask (a causal row i sees i + 1 keys;
+varlen sums over documents).
 
 Rows are the results schema of results.py plus ``feature`` and ``feature_params``.
 """
@@ -37,11 +43,12 @@ from typing import Callable
 import torch
 
 from flashtriton.bench import check, results
-from flashtriton.bench.feature_providers import FEATURE_PROVIDERS, alibi_slopes
+from flashtriton.bench.feature_providers import (FEATURE_PROVIDERS, FLOAT8_DESCALE, FP8, Float8Inputs,
+                                                 alibi_slopes)
 from flashtriton.bench.harness import (HIDDEN, TOKENS, ProviderRun, Timing, _flat, classify,
                                        collect_meta, free_memory, resolve_device, run_problem)
 from flashtriton.bench.providers import DTYPE_NAMES, DTYPES, Inputs, Problem, Provider, make_inputs
-from flashtriton.reference import attention_ref
+from flashtriton.reference import attention_ref, visible_mask
 
 FEATURE_KEYS = ("feature", "feature_params")
 
@@ -114,6 +121,7 @@ class FeatureProblem:
     softcap: float = 0.0
     alibi: bool = False
     dropout_p: float = 0.0
+    float8: bool = False  # flashtriton's provider runs on float8_e4m3fn copies of the inputs
     distribution: str = ""
     doc_lengths: tuple[int, ...] = ()
 
@@ -160,6 +168,8 @@ class FeatureProblem:
             p["alibi_slopes"] = "2^(-8(h+1)/heads)"
         if self.dropout_p:
             p["dropout_p"] = self.dropout_p
+        if self.float8:
+            p.update(format="e4m3fn", descale=FLOAT8_DESCALE)
         p["visible_pairs"] = self.visible_pairs()
         return p
 
@@ -187,7 +197,7 @@ def config_label(batch: int, seqlen: int, params: dict) -> str:
 class FeatureSpec:
     """Which feature configurations to run. ``seqlens`` None: each feature's own
     (:attr:`Feature.seqlens`, or :attr:`Feature.quick_seqlens` when ``quick``)."""
-    features: tuple[str, ...] = ("varlen", "window", "softcap", "alibi", "dropout")
+    features: tuple[str, ...] = ("varlen", "window", "softcap", "alibi", "dropout", "float8")
     quick: bool = False
     headdims: tuple[int, ...] = (128, 64)
     dtypes: tuple[str, ...] = ("bf16",)
@@ -209,7 +219,8 @@ class FeatureSpec:
 
 FEATURE_FULL = FeatureSpec()
 # About four minutes on an H200 (an estimate: most of it FlexAttention compiling once per
-# configuration): 7 configurations, headdim 128, bf16, causal, fwd and bwd (dropout: fwd_bwd).
+# configuration): 8 configurations, headdim 128, bf16, causal, fwd and bwd (dropout: fwd_bwd;
+# float8: fwd).
 FEATURE_QUICK = FeatureSpec(quick=True, headdims=(128,), passes=("fwd", "bwd"), causal=(True,),
                             distributions=("uniform", "longtail"))
 
@@ -252,10 +263,11 @@ class Feature:
     seqlens: tuple[int, ...] = (4096, 16384)
     quick_seqlens: tuple[int, ...] = (16384,)
     passes: tuple[str, ...] | None = None  # fixed passes (dropout: fwd_bwd only)
+    dtypes: tuple[str, ...] | None = None  # fixed dtypes (float8: the bf16 path it is compared with)
 
     def expand(self, spec: FeatureSpec, device: str) -> list[FeatureProblem]:
         seqlens = spec.seqlens or (self.quick_seqlens if spec.quick else self.seqlens)
-        return self.problems(spec, seqlens, device)
+        return self.problems(replace(spec, dtypes=self.dtypes or spec.dtypes), seqlens, device)
 
     def passes_for(self, spec: FeatureSpec) -> tuple[str, ...]:
         return self.passes or spec.passes
@@ -269,6 +281,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("alibi", "ALiBi", _simple("alibi", alibi=True), quick_seqlens=(4096,)),
     Feature("dropout", "dropout (forward + backward)",
             _simple("dropout", ("dropout_p",)), passes=("fwd_bwd",)),
+    Feature("float8", "float8_e4m3fn forward (per-tensor descales) against bf16",
+            _simple("float8", float8=True), passes=("fwd",), dtypes=("bf16",)),
 )}
 
 
@@ -344,6 +358,34 @@ def reference_slices(problem: FeatureProblem, inputs: Inputs, *, grads: bool) ->
     return FeatureReference(slices)
 
 
+def float8_lowp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool) -> torch.Tensor:
+    """PyTorch doing what a float8 kernel does, on dequantized (1, n, 1, d) slices: scores in
+    float32, probabilities (relative to the row max) rounded to e4m3 for the P·V product, the row
+    sum and the product in float32, the output rounded to bf16 (tests/test_fp8.py's low-precision
+    side). Returns (n, d)."""
+    q, k, v = (t[0, :, 0, :].float() for t in (q, k, v))
+    s = q @ k.T / math.sqrt(q.shape[-1])
+    keep = visible_mask(q.shape[0], k.shape[0], causal=causal, device=q.device)
+    if keep is not None:
+        s = s.masked_fill(~keep, float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    return ((p.to(FP8).float() @ v) / p.sum(-1, keepdim=True)).to(torch.bfloat16)
+
+
+def float8_reference(problem: FeatureProblem, quantized: Float8Inputs) -> FeatureReference:
+    """The reference of a provider that computes on float8 copies of the inputs, on
+    :func:`slice_choice`: float64 attention of the dequantized values, and :func:`float8_lowp` on
+    the same values. Forward only (float8 has no backward)."""
+    slices = []
+    for label, (b, start, end), head in slice_choice(problem):
+        q, k, v = quantized.dequantized(lambda t: t[b:b + 1, start:end, head:head + 1, :])
+        truth, _ = attention_ref(q, k, v, causal=problem.causal)
+        lowp = float8_lowp(q, k, v, causal=problem.causal)
+        ref = check.SliceRef(out64=truth[0, :, 0, :].to("cpu"), out_lowp=lowp.to("cpu", torch.float64))
+        slices.append(SliceSpec(label, b, start, end, head, ref))
+    return FeatureReference(slices)
+
+
 def _compare_slices(name: str, t: torch.Tensor, problem, ref: FeatureReference, grad: str | None):
     if tuple(t.shape) != problem.input_shape:
         return f"{name}: shape {tuple(t.shape)} != {problem.input_shape} (shared inputs' layout)"
@@ -368,8 +410,15 @@ class FeatureRun(ProviderRun):
         row["feature_params"] = self.problem.params()
         return row
 
+    def reference_for(self, runner) -> FeatureReference:
+        """The problem's reference (shared by its providers), or for a runner that computes on
+        float8 copies of the inputs (``runner.quantized``) the reference on those copies."""
+        quantized = getattr(runner, "quantized", None)
+        return self.reference() if quantized is None else float8_reference(self.problem, quantized)
+
     def check_output(self, runner, out) -> str | None:
-        return _compare_slices("out", runner.to_bshd(out), self.problem, self.reference(), None)
+        return _compare_slices("out", runner.to_bshd(out), self.problem, self.reference_for(runner),
+                               None)
 
     def check_grads(self, runner) -> str | None:
         for name, leaf in zip(check.GRAD_NAMES, runner.leaves):
