@@ -46,7 +46,8 @@ def main():
     ap.add_argument("--deterministic", action="store_true", help="backward: the two-kernel path")
     ap.add_argument("--dropout", type=float, default=0.0)
     # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
-    # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor)
+    # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
+    # gluon = the forward's Gluon kernel, where it applies; stages do not matter to it)
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws")
     ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma")
     args = ap.parse_args()
@@ -64,7 +65,8 @@ def main():
                                                stages.split(","), loads.split(",")):
             bm, bn = bl.split(":")
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
-                               warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"))
+                               warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
+                               gluon=ld == "gluon")
 
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),
@@ -148,7 +150,8 @@ def main():
         best = max(ok, key=lambda r: r["tflops"]) if ok else None
         cfg = (f"{best['block_m']}x{best['block_n']} w{best['num_warps']} s{best['num_stages']}"
                f"{' ws' if best['warp_specialize'] else (' tma' if best['tma'] else ' ptr')}"
-               f"{' dqtma' if best['dq_tma'] else ''}" if best else "none")
+               f"{' dqtma' if best['dq_tma'] else ''}{' gluon' if best.get('gluon') else ''}"
+               if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")
     bad = [r for r in results if r.get("status") == "wrong"]

@@ -87,12 +87,14 @@ class KernelConfig:
     warp_specialize: bool = False  # tl.range(..., warp_specialize=True) on the unmasked loop
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
+    gluon: bool = False  # forward: the Gluon kernel (kernels/fwd_gluon.py) where it applies
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at
 # 4096), keyed by (head-dim bucket, causal); TFLOP/s as measured by scripts/tune.py.
 # Forward d64/d128: bench/results/2026-11-29-tune-tma.json (tensor descriptors beat pointer
-# loads: 531 vs 486 at d128). Forward d256: 2026-11-29-tune-session2.tar's tune-fwd-d256.json.
+# loads: 531 vs 486 at d128). Forward d256: 2026-11-29-tune-fwd-d256.json (two runs: 495 / 416
+# in the first, 498 / 419 in the second).
 _FWD = {
     (64, False): KernelConfig(128, 128, 4, 3),   # 424 TFLOP/s
     (64, True): KernelConfig(128, 128, 4, 3),    # 404
@@ -101,16 +103,17 @@ _FWD = {
     (256, False): KernelConfig(128, 64, 8, 2),   # 495 (was 128x32: 337)
     (256, True): KernelConfig(128, 64, 8, 2),    # 416 (was 128x32: 290)
 }
-# float8_e4m3fn forward, d128 (V read keys-contiguous): tune-fwd-fp8.json. Other head dims use
-# the 16-bit table.
+# float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
+# again in a second run). Other head dims use the 16-bit table.
 _FWD_FP8 = {
     (128, False): KernelConfig(128, 64, 4, 2),   # 666
     (128, True): KernelConfig(128, 128, 8, 4),   # 596
 }
-# Dropout's forward (Philox in the loop) prefers the 8-warp tile: tune-dropout.json, p = 0.1.
+# Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
+# like the MMA accumulator: 128x128 w8 s3 308, s2 285, 128x64 w4 s2 280.
 _FWD_DROPOUT = {
-    (128, False): KernelConfig(128, 128, 8, 2),  # 234 (128x64 w4: 195)
-    (128, True): KernelConfig(128, 128, 8, 2),   # not timed causal; the same tile
+    (128, False): KernelConfig(128, 128, 8, 3),  # 308
+    (128, True): KernelConfig(128, 128, 8, 3),   # not timed causal; the same tile
 }
 _FWD_FP32 = KernelConfig(64, 32, 4, 2, tma=False)  # fp32 tiles are twice the bytes; untuned
 # The deterministic backward (dK/dV kernel + dQ kernel): 2026-11-29-tune-tma.json (d64),
@@ -128,7 +131,8 @@ _BWD_DETERMINISTIC = {
 # kernel) at d128 (2026-11-29-tune-bwd-atomic-d128.json: 393 / 395 vs 390 / 370 for the
 # two-kernel path measured in the same run, tune-bwd-det-d128.json) and d256
 # (tune-bwd-atomic-d256.json: 163 / 165 vs 110 in the earlier bench); at d64 the two-kernel path
-# stays ahead (atomic best 288 / 301 in tune-bwd-d64.json vs 359 / 357).
+# stays ahead (atomic best 288 / 301 and 290 / 301 in two runs, 2026-11-29-tune-bwd-d64.json,
+# vs 359 / 357).  With dropout (tune-dropout.json) the d128 entry gives 261 (266 with dq_tma).
 _BWD = {
     (64, False): _BWD_DETERMINISTIC[(64, False)],
     (64, True): _BWD_DETERMINISTIC[(64, True)],

@@ -208,6 +208,13 @@ def configure_dynamo() -> dict:
         if hasattr(dyn, name):
             setattr(dyn, name, False)
             made[name] = False
+    # The timing loop calls backward repeatedly on one graph (retain_graph=True); compiled
+    # backwards with donated buffers refuse that, so buffer donation is turned off.
+    import torch._functorch.config as functorch_config
+
+    if hasattr(functorch_config, "donated_buffer"):
+        functorch_config.donated_buffer = False
+        made["donated_buffer"] = False
     return made
 
 

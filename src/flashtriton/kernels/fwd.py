@@ -14,6 +14,14 @@ import triton
 import triton.language as tl
 
 from flashtriton.configs import AttnParams, fwd_config
+
+try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible
+except ImportError:  # an older Triton: the tl kernel everywhere
+    def gluon_eligible(*args) -> bool:
+        return False
+
+    attn_fwd_gluon = None
 from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
                                         inner_ranges, is_interpreting, mma, query_tile_program,
                                         scores_log2, sequence_bounds, softmax_step,
@@ -221,6 +229,11 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     (q, k, v descales) on q's device, and o is bfloat16."""
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
+    if not varlen:
+        cfg = config or fwd_config(q.dtype, max(q.shape[-1], v.shape[-1]), params.has_right,
+                                   params.dropout_p > 0)
+        if cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen):
+            return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps)
     if varlen:
         total_q, nheads, d = q.shape
         nheads_k = k.shape[1]

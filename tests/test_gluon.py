@@ -1,0 +1,97 @@
+"""The Gluon forward (kernels/fwd_gluon.py), on a Hopper GPU only: the Triton interpreter does not
+run Gluon, so on CPU these tests are skipped with that reason, and the same cases go through the
+portable ``tl`` kernel in the other test files.
+
+Each case calls the Gluon launcher directly (so the test knows which kernel ran), then checks
+out and lse against the float64 reference with the STYLE.md rule; a second test checks that the
+public function dispatches to it (bitwise-equal output) where its config says so.
+"""
+
+import pytest
+import torch
+
+from flashtriton.configs import KernelConfig, make_params
+from flashtriton.reference import attention_ref
+from helpers import DEVICE, assert_close, randn
+
+pytestmark = pytest.mark.skipif(
+    DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
+    reason="Gluon kernels run on an sm_90 GPU only; the interpreter cannot run them")
+
+BF16, F16 = torch.bfloat16, torch.float16
+
+
+def case(b, sq, sk, h, hk, d, causal, dtype=BF16, blocks=(128, 128, 8)):
+    tag = (f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}-{str(dtype).split('.')[-1]}"
+           f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}")
+    return pytest.param(b, sq, sk, h, hk, d, causal, dtype, blocks, id=tag)
+
+
+CASES = [
+    case(2, 1000, 1000, 4, 4, 128, False),
+    case(2, 1000, 1000, 4, 4, 128, True),
+    case(1, 1, 1, 2, 2, 128, True),
+    case(1, 129, 65, 4, 2, 128, True),            # seqlen_q > seqlen_k: rows that see no key
+    case(1, 65, 300, 4, 1, 128, True),             # seqlen_q < seqlen_k, MQA
+    case(1, 257, 383, 2, 2, 64, False, F16),
+    case(1, 513, 513, 2, 2, 64, True, F16, (128, 64, 8)),
+    case(2, 777, 901, 8, 2, 128, False, BF16, (64, 128, 4)),
+    case(2, 777, 901, 8, 2, 128, True, BF16, (64, 64, 4)),
+    case(1, 4096, 4096, 2, 2, 128, True, BF16, (128, 128, 8)),
+]
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)
+def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blocks):
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible
+
+    q = randn(b, sq, h, d, dtype=dtype)
+    k = randn(b, sk, hk, d, dtype=dtype)
+    v = randn(b, sk, hk, d, dtype=dtype)
+    params = make_params(d, causal=causal)
+    assert gluon_eligible(q, k, v, params, None, None, False)
+    out, lse = attn_fwd_gluon(q, k, v, params, *blocks)
+    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
+    assert_close(out, ref, low, name="out")
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
+    assert (lse[finite].double() - ref_lse[finite].double()).abs().max() < 1e-3
+
+
+def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
+    import flashtriton.kernels.fwd as fwd
+    from flashtriton import flash_attn_func
+
+    calls = []
+    real = fwd.attn_fwd_gluon
+
+    def spy(*args, **kw):  # records the dispatch; the real kernel still runs
+        calls.append(args[4:])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
+    q, k, v = (randn(2, 600, 4, 128, dtype=BF16) for _ in range(3))
+    params = make_params(128, causal=True)
+    fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2, gluon=True))
+    assert calls == [(128, 64, 8)]
+    fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
+    assert len(calls) == 1, "gluon=False must run the tl kernel"
+    out = flash_attn_func(q, k, v, causal=True)  # the shipped config decides
+    ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=True, upcast=False)
+    assert_close(out, ref, low, name="out")
+
+
+def test_not_eligible_outside_the_plain_path():
+    from flashtriton.kernels.fwd_gluon import gluon_eligible
+
+    q, k, v = (randn(1, 64, 2, 128, dtype=BF16) for _ in range(3))
+    plain = make_params(128)
+    assert gluon_eligible(q, k, v, plain, None, None, False)
+    assert not gluon_eligible(q, k, v, make_params(128, softcap=5.0), None, None, False)
+    assert not gluon_eligible(q, k, v, make_params(128, window_size=(8, 0)), None, None, False)
+    assert not gluon_eligible(q, k, v, make_params(128, dropout_p=0.1), None, None, False)
+    assert not gluon_eligible(q.float(), k.float(), v.float(), plain, None, None, False)
+    q80, k80, v80 = (randn(1, 64, 2, 80, dtype=BF16) for _ in range(3))
+    assert not gluon_eligible(q80, k80, v80, make_params(80), None, None, False)
