@@ -99,3 +99,28 @@ def test_sdpa_dropin_dropout():
         return out.transpose(1, 2)
 
     check_attention(ours, ref, (q, k, v))
+
+
+@pytest.mark.parametrize("opts", [dict(window_size=(6, 2)), dict(softcap=2.0, causal=True),
+                                  dict(alibi=True), dict(deterministic=True, causal=True)],
+                         ids=["window6-2", "softcap2-causal", "alibi", "deterministic-causal"])
+def test_dropout_combines_with_the_other_features(opts):
+    """Dropout paired with window, softcap, ALiBi and the deterministic backward (GQA shape)."""
+    b, sq, sk, h, hk, d = 2, 33, 45, 4, 2, 32
+    p, s = 0.2, 5
+    mask = kernel_mask(s, b, h, sq, sk, p)
+    opts = dict(opts)
+    slopes = (torch.rand(h, device=DEVICE, dtype=torch.float32) * 0.5) if opts.pop("alibi", False) else None
+    deterministic = opts.pop("deterministic", False)
+    q, k, v = randn(b, sq, h, d, dtype=F16), randn(b, sk, hk, d, dtype=F16), randn(b, sk, hk, d, dtype=F16)
+
+    def ours(q, k, v):
+        torch.manual_seed(s)
+        return flash_attn_func(q, k, v, dropout_p=p, alibi_slopes=slopes,
+                               deterministic=deterministic, **opts)
+
+    def ref(q, k, v, upcast):
+        return attention_ref(q, k, v, alibi_slopes=slopes, dropout_mask=mask, dropout_p=p,
+                             upcast=upcast, **opts)[0]
+
+    check_attention(ours, ref, (q, k, v))
