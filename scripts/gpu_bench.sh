@@ -8,7 +8,7 @@
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
 #   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout, float8 against their
-#                peers (8 configurations, headdim 128, bf16, causal; about 4 minutes estimated, most of it
+#                peers (8 configurations, headdim 128, bf16, causal; 2 min 4 s on the H200, most of it
 #                FlexAttention compiling once per configuration); JSON and tables, no plots
 # Extra options pass through, e.g. `scripts/gpu_bench.sh d256 --dtypes fp16 --providers flashtriton,sdpa_cudnn`.
 #
