@@ -7,7 +7,9 @@
 - report.py:    progress and tables (rich when installed, plain text otherwise)
 - plots.py:     PNG plots from a results JSON (matplotlib, imported only when plotting)
 - features.py, feature_providers.py: `flashtriton bench --feature ...`, each attention feature
-  (varlen, window, softcap, ALiBi, dropout) against the peers that have it
+  (varlen, window, softcap, ALiBi, dropout, float8) against the peers that have it
+- decode.py:    `flashtriton bench --decode`: flash_attn_with_kvcache against SDPA and
+  FlexAttention decoding, latency and HBM bandwidth
 
 Nothing here imports matplotlib or rich at import time.
 """

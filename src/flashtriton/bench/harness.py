@@ -353,6 +353,14 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                         help="benchmark features instead of the plain grid: varlen, window, softcap, "
                              "alibi, dropout, float8 or all (bench/features.py; with --quick: 8 "
                              "configurations, 2 min 4 s on the H200)")
+    parser.add_argument("--decode", action="store_true",
+                        help="benchmark decoding instead (flash_attn_with_kvcache against SDPA and "
+                             "FlexAttention, batch 1..64, context 1k..128k; --quick: 4 shapes; "
+                             "bench/decode.py)")
+    parser.add_argument("--decode-shapes", default=None, metavar="BxC,...",
+                        help="--decode: shapes as batch x context, e.g. 1x16384,64x4096")
+    parser.add_argument("--no-split-sweep", action="store_true",
+                        help="--decode: skip the fixed-num_splits sweep")
     parser.add_argument("--windows", nargs="+", type=_csv(int), metavar="W",
                         help="--feature window: left window sizes (default 1024,4096)")
 
@@ -421,6 +429,10 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         from flashtriton.bench import features
 
         return features.run_cli(args)
+    if getattr(args, "decode", False):
+        from flashtriton.bench import decode
+
+        return decode.run_cli(args)
     console = make_console(prefer_rich=not args.plain)
     registry = PROVIDERS if registry is None else registry
     if args.list:
