@@ -1,4 +1,7 @@
-"""Forward and backward on a few odd shapes, for `compute-sanitizer --tool memcheck`."""
+"""Forward and backward on a few odd shapes, for `compute-sanitizer --tool memcheck`:
+
+    PYTHONPATH=src compute-sanitizer --tool memcheck python3 scripts/sanitize.py
+"""
 import torch
 
 from flashtriton import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
@@ -21,5 +24,21 @@ cu = torch.tensor([0, 5, 5, 70], dtype=torch.int32, device="cuda")
 q = torch.randn(70, 4, 64, device="cuda", dtype=torch.float16, requires_grad=True)
 o3 = flash_attn_varlen_func(q, q, q, cu, cu, 65, 65, causal=True)
 o3.sum().backward()
+# session-2 paths: atomic dQ (default at d128) and the deterministic two-kernel backward,
+# dropout's grouped lanes (forward and both backward paths), float8 with the keys-contiguous V,
+# and the Gluon forward
+for deterministic in (False, True):
+    q, k, v = (torch.randn(2, 157, 4, 128, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    o4 = flash_attn_func(q, k, v, causal=True, dropout_p=0.2, deterministic=deterministic)
+    o4.backward(torch.randn_like(o4))
+q8, k8, v8 = (torch.randn(1, 200, 2, 128, device="cuda").to(torch.float8_e4m3fn) for _ in range(3))
+flash_attn_func(q8, k8, v8, causal=True)
+if torch.cuda.get_device_capability()[0] == 9:
+    from flashtriton.configs import make_params
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    qg, kg, vg = (torch.randn(1, 333, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    attn_fwd_gluon(qg, kg, vg, make_params(128, causal=True))
 torch.cuda.synchronize()
 print("sanitize script finished")

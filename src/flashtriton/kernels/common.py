@@ -65,6 +65,13 @@ def tma_ready(*tensors) -> bool:
             return False
         if any((s * t.element_size()) % 16 for s in t.stride()[:-1]):
             return False
+    ensure_allocator()
+    return True
+
+
+def ensure_allocator() -> None:
+    """Device-side tensor descriptors live in scratch memory that Triton obtains from its
+    allocator: install a torch allocation unless the user has set an allocator."""
     try:
         from triton.runtime import _allocation
 
@@ -72,7 +79,6 @@ def tma_ready(*tensors) -> bool:
             triton.set_allocator(_torch_allocator)
     except (ImportError, AttributeError):  # a Triton without the context variable
         triton.set_allocator(_torch_allocator)
-    return True
 
 
 @triton.jit

@@ -220,7 +220,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     """Launch the Gluon forward (see :func:`gluon_eligible`). q (B, Sq, H, D), k/v (B, Sk, Hk,
     D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     from flashtriton.configs import LOG2E
+    from flashtriton.kernels.common import ensure_allocator
 
+    ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     o = _empty((batch, seqlen_q, nheads, d), dtype=q.dtype, device=q.device)
