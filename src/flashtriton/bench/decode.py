@@ -137,14 +137,20 @@ def compulsory_bytes(batch: int, context: int, geo: Geometry = LLAMA) -> int:
     return kv + 2 * batch * geo.heads * geo.head_dim * elt
 
 
+def _row(name: str, batch: int, context: int, geo: Geometry) -> dict:
+    """A results row before timing: the problem, and the time fields empty."""
+    return {"provider": name, "batch": batch, "context": context, "heads": geo.heads,
+            "heads_k": geo.heads_k, "headdim": geo.head_dim,
+            "dtype": str(geo.dtype).split(".")[-1],
+            "ms": None, "ms_graph": None, "tbps": None, "hbm_fraction": None}
+
+
 def measure(name, fn, ref, batch, context, device: str, geo: Geometry = LLAMA,
             warmup_ms: int = 25, rep_ms: int = 100) -> dict:
     """Check ``fn``'s first sequence against ``ref``, then time it (a row of the results)."""
     from flashtriton.bench.harness import wall_clock_ms
 
-    row = {"provider": name, "batch": batch, "context": context, "heads": geo.heads,
-           "heads_k": geo.heads_k, "headdim": geo.head_dim, "dtype": str(geo.dtype).split(".")[-1],
-           "ms": None, "ms_graph": None, "tbps": None, "hbm_fraction": None}
+    row = _row(name, batch, context, geo)
     try:
         t0 = time.perf_counter()
         out = fn()
@@ -258,9 +264,8 @@ def run(shapes, providers, device: str, *, out=None, sweep_shapes=(), geo: Geome
         ref = reference(x)
         for name in providers:
             if name in CUDA_ONLY and device != "cuda":
-                row = {"provider": name, "batch": batch, "context": context, "ms": None,
-                       "ms_graph": None, "tbps": None, "hbm_fraction": None,
-                       "status": "skipped", "note": "needs a CUDA device"}
+                row = dict(_row(name, batch, context, geo), status="skipped",
+                           note="needs a CUDA device")
             else:
                 row = measure(name, PROVIDERS[name](x), ref, batch, context, device, geo,
                               warmup_ms, rep_ms)

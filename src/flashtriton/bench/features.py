@@ -46,7 +46,8 @@ from flashtriton.bench import check, results
 from flashtriton.bench.feature_providers import (FEATURE_PROVIDERS, FLOAT8_DESCALE, FP8, Float8Inputs,
                                                  alibi_slopes)
 from flashtriton.bench.harness import (HIDDEN, TOKENS, ProviderRun, Timing, _flat, classify,
-                                       collect_meta, free_memory, resolve_device, run_problem)
+                                       collect_meta, free_memory, grid_overrides, resolve_device,
+                                       run_problem)
 from flashtriton.bench.providers import DTYPE_NAMES, DTYPES, Inputs, Problem, Provider, make_inputs
 from flashtriton.reference import attention_ref, visible_mask
 
@@ -581,18 +582,8 @@ def spec_from_args(args: argparse.Namespace) -> FeatureSpec:
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
         raise ValueError(f"--feature: unknown {unknown}; known: {list(FEATURES)} or all")
-    spec = replace(FEATURE_QUICK if args.quick else FEATURE_FULL, features=features)
-    changes = {}
-    for name in ("headdims", "seqlens", "dtypes", "passes", "windows"):
-        values = _flat(getattr(args, name, None))
-        if values:
-            changes[name] = values
-    if args.causal is not None:
-        changes["causal"] = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    for name in ("tokens", "hidden"):
-        if getattr(args, name) is not None:
-            changes[name] = getattr(args, name)
-    spec = replace(spec, **changes)
+    spec = replace(FEATURE_QUICK if args.quick else FEATURE_FULL, features=features,
+                   **grid_overrides(args, ("headdims", "seqlens", "dtypes", "passes", "windows")))
     bad = ([d for d in spec.dtypes if d not in DTYPES]
            + [p for p in spec.passes if p not in results.PASS_FACTOR]
            + [str(x) for x in spec.headdims + (spec.seqlens or ()) + spec.windows if x <= 0])

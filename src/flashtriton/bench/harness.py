@@ -369,12 +369,12 @@ def _flat(values):
     return None if values is None else tuple(x for group in values for x in group)
 
 
-def spec_from_args(args: argparse.Namespace) -> GridSpec:
-    """The grid the options ask for: --quick (or the full grid), then each explicit option."""
-    spec = QUICK if args.quick else FULL
+def grid_overrides(args: argparse.Namespace, lists=("headdims", "seqlens", "dtypes", "passes")) -> dict:
+    """The grid fields the command line sets explicitly (``lists``, --causal, --tokens,
+    --hidden), for ``dataclasses.replace`` on a grid spec (this one's or bench/features.py's)."""
     changes = {}
-    for name in ("headdims", "seqlens", "dtypes", "passes"):
-        values = _flat(getattr(args, name))
+    for name in lists:
+        values = _flat(getattr(args, name, None))
         if values:
             changes[name] = values
     if args.causal is not None:
@@ -382,7 +382,12 @@ def spec_from_args(args: argparse.Namespace) -> GridSpec:
     for name in ("tokens", "hidden"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
-    spec = replace(spec, **changes)
+    return changes
+
+
+def spec_from_args(args: argparse.Namespace) -> GridSpec:
+    """The grid the options ask for: --quick (or the full grid), then each explicit option."""
+    spec = replace(QUICK if args.quick else FULL, **grid_overrides(args))
     bad = ([d for d in spec.dtypes if d not in DTYPES] + [p for p in spec.passes if p not in PASSES]
            + [str(x) for x in spec.headdims + spec.seqlens if x <= 0])
     if bad:

@@ -194,22 +194,25 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, MASK, SLOPES, CU_Q, CU_K
             q_desc = p_q
             do_desc = p_do
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, a, bb, n0, offs_n, offs_dqk, offs_dv,
+                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, a, bb,
+                             n0, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-                             False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
+                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V,
+                             BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
                              HAS_DROPOUT, FUSED_DQ, DQ_TMA, UPCAST_BF16, PRECISION)
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, lo, a, n0, offs_n, offs_dqk, offs_dv,
+                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, lo, a,
+                             n0, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-                             True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
+                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V,
+                             BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
                              HAS_DROPOUT, FUSED_DQ, DQ_TMA, UPCAST_BF16, PRECISION)
         dk, dv = _dkdv_tiles(dk, dv, k, v, p_q, p_do, q_desc, do_desc, p_lse, p_delta, p_mask,
-                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, bb, hi, n0, offs_n, offs_dqk, offs_dv,
+                             p_dq, dq_desc, stride_qm, stride_dom, stride_mm, stride_dqm, bb, hi,
+                             n0, offs_n, offs_dqk, offs_dv,
                              seqlen_q, seqlen_k, shift, left, right, qk_scale, softcap, slope,
-                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-                             True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
+                             seed, b * nheads + h, dropout_p, ds_scale, HEAD_DIM_QK, HEAD_DIM_V,
+                             BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_SOFTCAP, HAS_ALIBI, MASK_KIND, USE_TMA,
                              HAS_DROPOUT, FUSED_DQ, DQ_TMA, UPCAST_BF16, PRECISION)
 
     dk = dk * ds_scale

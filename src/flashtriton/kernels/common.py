@@ -42,10 +42,11 @@ def _torch_allocator(size: int, alignment: int, stream):
 
 
 @functools.lru_cache(maxsize=None)
-def _hopper_or_newer(device) -> bool:
+def cuda_major(device) -> int:
+    """Compute-capability major of a CUDA device (0 for other devices), looked up once."""
     import torch
 
-    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+    return torch.cuda.get_device_capability(device)[0] if device.type == "cuda" else 0
 
 
 def tma_ready(*tensors) -> bool:
@@ -58,7 +59,7 @@ def tma_ready(*tensors) -> bool:
     """
     if not hasattr(tl, "make_tensor_descriptor"):
         return False
-    if not is_interpreting() and not _hopper_or_newer(tensors[0].device):
+    if not is_interpreting() and cuda_major(tensors[0].device) < 9:
         return False
     for t in tensors:
         if t.stride(-1) != 1 or t.data_ptr() % 16:

@@ -229,11 +229,10 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     (q, k, v descales) on q's device, and o is bfloat16."""
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
-    if not varlen:
-        cfg = config or fwd_config(q.dtype, max(q.shape[-1], v.shape[-1]), params.has_right,
-                                   params.dropout_p > 0)
-        if cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen):
-            return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps)
+    cfg = config or fwd_config(q.dtype, max(q.shape[-1], v.shape[-1]), params.has_right,
+                               params.dropout_p > 0)
+    if cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen):
+        return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps)
     if varlen:
         total_q, nheads, d = q.shape
         nheads_k = k.shape[1]
@@ -262,7 +261,6 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         if varlen:
             raise NotImplementedError("float8 with cu_seqlens is not built in flashtriton")
         v, sv = _keys_minor(v)
-    cfg = config or fwd_config(q.dtype, max(d, dv), params.has_right, params.dropout_p > 0)
     if params.dropout_p > 0 and cfg.block_n % 32:
         raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
     mask_kind, mask, sm = _mask_args(attn_mask, q)

@@ -205,10 +205,10 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
     """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64 or 128, no mask,
     softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU (sm_90:
     the kernel uses warpgroup MMAs), tensor-descriptor-ready strides."""
-    from flashtriton.kernels.common import is_interpreting, tma_ready
+    from flashtriton.kernels.common import cuda_major, is_interpreting, tma_ready
 
-    return (not is_interpreting() and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
-            and torch.cuda.get_device_capability(q.device)[0] == 9
+    return (not is_interpreting() and q.dtype in (torch.float16, torch.bfloat16)
+            and cuda_major(q.device) == 9
             and not varlen and attn_mask is None and alibi_slopes is None
             and params.softcap == 0 and params.dropout_p == 0 and not params.has_left
             and params.window_right in (-1, 0) and params.softmax_scale >= 0
