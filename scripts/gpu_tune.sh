@@ -4,7 +4,7 @@
 #   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sweeps|all]
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
-# fwd-d256, fwd-fp8, dropout, fwd-gluon, fwd-gluon-short. Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
+# fwd-d256, fwd-fp8, dropout, fwd-gluon, fwd-gluon-short, fwd-ws, fwd-ws-short. Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
 # $OUT/tune-<name>.json; $OUT/steps.txt says how each step ended and how long it took.
@@ -46,6 +46,10 @@ for name in $SWEEPS; do
         --bwd-space "'64:128;8;2,3;ptr,ptrdq|64:64;4;2;ptr'" ;;
     fwd-gluon) sweep fwd-gluon 80 --pass fwd --headdims 128,64 --seqlens 16384 \
         --fwd-space "'128:128;8;2;gluon|128:64;8;2;gluon|64:128;4;2;gluon|64:64;4;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
+    fwd-ws) sweep fwd-ws 150 --pass fwd --headdims 128,64 --seqlens 16384 \
+        --fwd-space "'128:128;4;2,3;gluonws|128:64;4;2,4;gluonws|128:64;4;2;tma|128:128;8;3;tma'" ;;
+    fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
+        --fwd-space "'128:128;4;2,3;gluonws|128:64;4;2;gluonws|128:64;4;2;tma|128:128;8;3;tma'" ;;
     fwd-gluon-short) sweep fwd-gluon-short 50 --pass fwd --headdims 128 --seqlens 1024,4096 \
         --fwd-space "'128:128;8;2;gluon|128:64;8;2;gluon|64:64;4;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;

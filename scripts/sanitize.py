@@ -40,5 +40,7 @@ if torch.cuda.get_device_capability()[0] == 9:
 
     qg, kg, vg = (torch.randn(1, 333, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     attn_fwd_gluon(qg, kg, vg, make_params(128, causal=True))
+    for causal in (False, True):  # the warp-specialized version
+        attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 3, True)
 torch.cuda.synchronize()
 print("sanitize script finished")

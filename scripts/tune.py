@@ -47,7 +47,9 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0)
     # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
     # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
-    # gluon = the forward's Gluon kernel, where it applies; stages do not matter to it)
+    # gluon = the forward's Gluon kernel, where it applies; stages do not matter to it;
+    # gluonws = its warp-specialized version: a TMA producer and two consumer warpgroups of
+    # `warps` warps each, block_m rows split between them, `stages`-deep K/V rings)
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws")
     ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma")
     args = ap.parse_args()
@@ -65,8 +67,8 @@ def main():
                                                stages.split(","), loads.split(",")):
             bm, bn = bl.split(":")
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
-                               warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
-                               gluon=ld == "gluon")
+                               warp_specialize=ld in ("ws", "gluonws"),
+                               dq_tma=ld in ("dqtma", "ptrdq"), gluon=ld in ("gluon", "gluonws"))
 
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),

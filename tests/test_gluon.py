@@ -22,8 +22,9 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 
 def case(b, sq, sk, h, hk, d, causal, dtype=BF16, blocks=(128, 128, 8)):
+    ws = f"s{blocks[3]}-ws" if len(blocks) > 4 and blocks[4] else ""
     tag = (f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}-{str(dtype).split('.')[-1]}"
-           f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}")
+           f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}{ws}")
     return pytest.param(b, sq, sk, h, hk, d, causal, dtype, blocks, id=tag)
 
 
@@ -38,6 +39,21 @@ CASES = [
     case(2, 777, 901, 8, 2, 128, False, BF16, (64, 128, 4)),
     case(2, 777, 901, 8, 2, 128, True, BF16, (64, 64, 4)),
     case(1, 4096, 4096, 2, 2, 128, True, BF16, (128, 128, 8)),
+]
+# the warp-specialized kernel: (block_m, block_n, warps per consumer, stages, True)
+WS2, WS3, WS64 = (128, 128, 4, 2, True), (128, 128, 4, 3, True), (128, 64, 4, 4, True)
+CASES += [
+    case(2, 1000, 1000, 4, 4, 128, False, BF16, WS2),
+    case(2, 1000, 1000, 4, 4, 128, True, BF16, WS3),
+    case(1, 1, 1, 2, 2, 128, True, BF16, WS2),
+    case(1, 129, 65, 4, 2, 128, True, BF16, WS2),    # rows that see no key
+    case(1, 65, 300, 4, 1, 128, True, F16, WS3),      # seqlen_q < seqlen_k, MQA
+    case(1, 257, 383, 2, 2, 64, False, F16, WS2),
+    case(1, 513, 513, 2, 2, 64, True, BF16, WS64),
+    case(2, 777, 901, 8, 2, 128, False, BF16, WS3),
+    case(2, 777, 901, 8, 2, 128, True, F16, WS2),
+    case(1, 4096, 4096, 2, 2, 128, True, BF16, WS3),
+    case(1, 4096, 4096, 2, 2, 128, False, BF16, WS2),
 ]
 
 
@@ -74,9 +90,12 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     q, k, v = (randn(2, 600, 4, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2, gluon=True))
-    assert calls == [(128, 64, 8)]
+    assert calls == [(128, 64, 8, 2, False)]
+    fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 3, warp_specialize=True,
+                                                      gluon=True))
+    assert calls[-1] == (128, 128, 4, 3, True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
-    assert len(calls) == 1, "gluon=False must run the tl kernel"
+    assert len(calls) == 2, "gluon=False must run the tl kernel"
     out = flash_attn_func(q, k, v, causal=True)  # the shipped config decides
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, upcast=False)

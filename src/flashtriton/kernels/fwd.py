@@ -232,7 +232,8 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     cfg = config or fwd_config(q.dtype, max(q.shape[-1], v.shape[-1]), params.has_right,
                                params.dropout_p > 0)
     if cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen):
-        return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps)
+        return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
+                              cfg.num_stages, cfg.warp_specialize)
     if varlen:
         total_q, nheads, d = q.shape
         nheads_k = k.shape[1]

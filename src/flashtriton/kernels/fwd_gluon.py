@@ -148,11 +148,11 @@ def _attn_fwd_gluon(Q, K, V, O, LSE,
                                    use_acc=False, is_async=True)
             if j >= n_full:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
-                                                    shift, qk_scale, True, CAUSAL, BLOCK_N,
+                                                    shift, qk_scale, True, True, BLOCK_N,
                                                     s_layout)
             else:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
-                                                    shift, qk_scale, False, CAUSAL, BLOCK_N,
+                                                    shift, qk_scale, False, True, BLOCK_N,
                                                     s_layout)
             # P[j-1] V[j-1] done (S[j+1] may still run): V[j-1]'s slot takes V[j+1]
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
@@ -201,6 +201,212 @@ def _attn_fwd_gluon(Q, K, V, O, LSE,
     tma.store_wait(pendings=0)
 
 
+# --- warp-specialized version: one TMA producer warp, two consumer warpgroups ---------------
+
+
+@gluon.jit
+def _ws_producer(args):
+    """One warp: streams K and V tiles through the STAGES-slot rings. A slot is refilled once
+    both consumers have arrived on its ``empty`` barrier (their product that read it is done)."""
+    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
+     q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
+     seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
+    # constexprs do not cross the partition boundary: read them off the buffers' shapes
+    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    dtype: gl.constexpr = K.dtype.element_ty
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    k_desc = tma.make_tensor_descriptor(K + k_base, shape=[seqlen_k, HEAD_DIM],
+                                        strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM],
+                                        layout=kv_layout)
+    v_desc = tma.make_tensor_descriptor(V + v_base, shape=[seqlen_k, HEAD_DIM],
+                                        strides=[stride_vn, 1], block_shape=[BLOCK_N, HEAD_DIM],
+                                        layout=kv_layout)
+    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+    for i in range(n_tiles):
+        slot = i % STAGES
+        phase = (i // STAGES) & 1
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)  # a fresh barrier passes phase 1
+        mbarrier.expect(k_ready.index(slot), kv_bytes)
+        tma.async_copy_global_to_shared(k_desc, [i * BLOCK_N, 0], k_ready.index(slot),
+                                        k_smem.index(slot))
+        mbarrier.wait(v_empty.index(slot), phase ^ 1)
+        mbarrier.expect(v_ready.index(slot), kv_bytes)
+        tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_ready.index(slot),
+                                        v_smem.index(slot))
+
+
+@gluon.jit
+def _ws_consumer(args, WG: gl.constexpr):
+    """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
+    rings, with the softmax of tile j overlapping the product ``Q Kⱼ₊₁ᵀ``; writes its rows of O
+    and LSE."""
+    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
+     q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
+     seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
+    # constexprs do not cross the partition boundary: read them off the buffers' shapes
+    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    dtype: gl.constexpr = Q.dtype.element_ty
+    WARPS: gl.constexpr = gl.num_warps()
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+
+    rows0 = m0 + WG * BLOCK_M
+    q_s = q_smem.index(WG)
+    qb = q_bar.index(WG)
+    q_desc = tma.make_tensor_descriptor(Q + q_base, shape=[seqlen_q, HEAD_DIM],
+                                        strides=[stride_qm, 1], block_shape=[BLOCK_M, HEAD_DIM],
+                                        layout=q_layout)
+    mbarrier.expect(qb, BLOCK_M * HEAD_DIM * 2)
+    tma.async_copy_global_to_shared(q_desc, [rows0, 0], qb, q_s)
+    # tiles [0, n_full) are visible to every row of this warpgroup (without a causal mask the
+    # launcher passes shift = seqlen_k, so the diagonal never cuts a tile)
+    n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
+
+    offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+
+    mbarrier.wait(qb, 0)
+    if n_tiles > 0:
+        mbarrier.wait(k_ready.index(0), 0)
+        s = warpgroup_mma(q_s, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
+                          is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        mbarrier.arrive(k_empty.index(0))
+        acc = warpgroup_mma_init(acc)
+        for j in range(0, n_tiles - 1):
+            slot = j % STAGES
+            nslot = (j + 1) % STAGES
+            mbarrier.wait(k_ready.index(nslot), ((j + 1) // STAGES) & 1)
+            s_next = warpgroup_mma(q_s, k_smem.index(nslot).permute((1, 0)), zero_s,
+                                   use_acc=False, is_async=True)
+            if j >= n_full:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
+                                                    shift, qk_scale, True, True, BLOCK_N,
+                                                    s_layout)
+            else:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
+                                                    shift, qk_scale, False, True, BLOCK_N,
+                                                    s_layout)
+            # P[j-1] V[j-1] done (S[j+1] may still run): release V[j-1]'s slot
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            mbarrier.arrive(v_empty.index((j + STAGES - 1) % STAGES), pred=j > 0)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+            # S[j+1] done (P[j] V[j] may still run): release K[j+1]'s slot
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
+            mbarrier.arrive(k_empty.index(nslot))
+        j = n_tiles - 1
+        slot = j % STAGES
+        p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k, shift,
+                                            qk_scale, True, True, BLOCK_N, s_layout)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index((j + STAGES - 1) % STAGES), pred=j > 0)
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(slot))
+
+    seen = l_i > 0.0
+    l_safe = gl.where(seen, l_i, 1.0)
+    lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+    out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+    o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
+                                        strides=[stride_om, 1], block_shape=[BLOCK_M, HEAD_DIM],
+                                        layout=q_layout)
+    q_s.store(out.to(dtype))  # this warpgroup's Q buffer is free: its products have completed
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [rows0, 0], q_s)
+    gl.store(LSE + l_base + offs_m, lse, mask=offs_m < seqlen_q)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _ws_consumer0(args):
+    _ws_consumer(args, 0)
+
+
+@gluon.jit
+def _ws_consumer1(args):
+    _ws_consumer(args, 1)
+
+
+@gluon.jit
+def _attn_fwd_ws(Q, K, V, O, LSE,
+                 stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
+                 stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
+                 stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
+                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
+    """FlashAttention-3's forward structure: a producer warp fills K/V rings by TMA; two consumer
+    warpgroups of ``num_warps`` warps each (the default partition and one worker) own BLOCK_M
+    query rows each and share every K/V tile. The two consumers run independently, so one's
+    softmax overlaps the other's tensor-core products."""
+    dtype: gl.constexpr = Q.dtype.element_ty
+    n_m = gl.cdiv(seqlen_q, 2 * BLOCK_M)
+    pid_m = gl.program_id(0)
+    if CAUSAL:  # longest rows first
+        pid_m = n_m - 1 - pid_m
+    pid_bh = gl.program_id(1)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    h_k = h // group
+    m0 = pid_m * 2 * BLOCK_M
+    b64 = b.to(gl.int64)
+    q_base = b64 * stride_qb + h.to(gl.int64) * stride_qh
+    k_base = b64 * stride_kb + h_k.to(gl.int64) * stride_kh
+    v_base = b64 * stride_vb + h_k.to(gl.int64) * stride_vh
+    o_base = b64 * stride_ob + h.to(gl.int64) * stride_oh
+    l_base = b64 * stride_lb + h.to(gl.int64) * stride_lh
+
+    if not CAUSAL:
+        shift = seqlen_k  # every key is left of every row's diagonal
+    n_tiles = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(m0 + 2 * BLOCK_M + shift, 0)), BLOCK_N)
+
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bar.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
+        mbarrier.init(v_empty.index(i), count=2)
+
+    args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
+            q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
+            seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale)
+    # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
+    gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
+                        (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+
+
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
     """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64 or 128, no mask,
     softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU (sm_90:
@@ -216,7 +422,8 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and tma_ready(q, k, v))
 
 
-def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 8):
+def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 8,
+                   num_stages: int = 2, warp_specialize: bool = False):
     """Launch the Gluon forward (see :func:`gluon_eligible`). q (B, Sq, H, D), k/v (B, Sk, Hk,
     D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     from flashtriton.configs import LOG2E
@@ -229,6 +436,21 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     lse = _empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
     causal = params.window_right == 0
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
+    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+               v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+               lse.stride(0), lse.stride(1))
+    if warp_specialize:
+        # block_m rows per program, split between two consumer warpgroups of num_warps warps,
+        # plus a producer warpgroup; all share the SM's 64K registers
+        warps_total = 2 * num_warps + 4
+        maxnreg = (65536 // (warps_total * 32)) // 8 * 8
+        grid = (triton.cdiv(seqlen_q, block_m), batch * nheads)
+        _attn_fwd_ws[grid](
+            q, k, v, o, lse, *strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+            params.softmax_scale * LOG2E, HEAD_DIM=d, BLOCK_M=block_m // 2, BLOCK_N=block_n,
+            STAGES=num_stages, CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4,
+            maxnreg=maxnreg)
+        return o, lse
     grid = (triton.cdiv(seqlen_q, block_m), batch * nheads)
     _attn_fwd_gluon[grid](
         q, k, v, o, lse,
