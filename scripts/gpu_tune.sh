@@ -46,8 +46,8 @@ for name in $SWEEPS; do
         --bwd-space "'64:128;8;2,3;ptr,ptrdq|64:64;4;2;ptr'" ;;
     fwd-gluon) sweep fwd-gluon 80 --pass fwd --headdims 128,64 --seqlens 16384 \
         --fwd-space "'128:128;8;2;gluon|128:64;8;2;gluon|64:128;4;2;gluon|64:64;4;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
-    fwd-ws) sweep fwd-ws 150 --pass fwd --headdims 128,64 --seqlens 16384 \
-        --fwd-space "'128:128;4;2,3;gluonws|128:64;4;2,4;gluonws|128:64;4;2;tma|128:128;8;3;tma'" ;;
+    fwd-ws) sweep fwd-ws 170 --pass fwd --headdims 128,64 --seqlens 16384 \
+        --fwd-space "'128:128;4;2,3;gluonws|128:64;4;4;gluonws|128:128,128:64;8;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2,3;gluonws|128:64;4;2;gluonws|128:64;4;2;tma|128:128;8;3;tma'" ;;
     fwd-gluon-short) sweep fwd-gluon-short 50 --pass fwd --headdims 128 --seqlens 1024,4096 \

@@ -233,7 +233,7 @@ def capture_launches(call: Callable, loads: str = "tma") -> list[dict]:
         launches.append({"fn": kwargs["fn"].jit_function, "name": kwargs["fn"].name, "signature": c["signature"],
                          "constants": c["constants"], "attrs": c["configs"][0],
                          "options": {k: c[k] for k in ("num_warps", "num_ctas", "num_stages",
-                                                       "enable_fp_fusion")}})
+                                                       "enable_fp_fusion", "maxnreg") if k in c}})
         return True  # skip compile and launch
 
     saved_hook = knobs.runtime.jit_cache_hook
@@ -255,7 +255,10 @@ def compile_launch(launch: dict) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    src = ASTSource(launch["fn"], launch["signature"], launch["constants"], launch["attrs"])
+    source = ASTSource
+    if type(launch["fn"]).__name__.startswith("Gluon"):  # Gluon kernels set their layouts' context
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    src = source(launch["fn"], launch["signature"], launch["constants"], launch["attrs"])
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=launch["options"])
     with tempfile.TemporaryDirectory() as d:
         cubin, ptx = os.path.join(d, "k.cubin"), os.path.join(d, "k.ptx")
