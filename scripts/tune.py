@@ -67,8 +67,10 @@ def main():
                                                stages.split(","), loads.split(",")):
             bm, bn = bl.split(":")
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
-                               warp_specialize=ld in ("ws", "gluonws"),
-                               dq_tma=ld in ("dqtma", "ptrdq"), gluon=ld in ("gluon", "gluonws"))
+                               warp_specialize=ld in ("ws", "gluonws", "gluonfa3", "gluonpp"),
+                               dq_tma=ld in ("dqtma", "ptrdq"),
+                               gluon=ld in ("gluon", "gluonws", "gluonfa3", "gluonpp"),
+                               ws_mode={"gluonfa3": 2, "gluonpp": 3}.get(ld, 1))
 
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),

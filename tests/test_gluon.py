@@ -22,7 +22,7 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 
 def case(b, sq, sk, h, hk, d, causal, dtype=BF16, blocks=(128, 128, 8)):
-    ws = f"s{blocks[3]}-ws" if len(blocks) > 4 and blocks[4] else ""
+    ws = f"s{blocks[3]}-ws{blocks[5] if len(blocks) > 5 else 1}" if len(blocks) > 4 and blocks[4] else ""
     tag = (f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}-{str(dtype).split('.')[-1]}"
            f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}{ws}")
     return pytest.param(b, sq, sk, h, hk, d, causal, dtype, blocks, id=tag)
@@ -54,6 +54,21 @@ CASES += [
     case(2, 777, 901, 8, 2, 128, True, F16, WS2),
     case(1, 4096, 4096, 2, 2, 128, True, BF16, WS3),
     case(1, 4096, 4096, 2, 2, 128, False, BF16, WS2),
+]
+# FlashAttention-3's order (mode 2) and with the consumers taking turns (mode 3)
+FA3, PP, PP64 = (128, 128, 4, 2, True, 2), (128, 128, 4, 2, True, 3), (128, 64, 4, 3, True, 3)
+CASES += [
+    case(2, 1000, 1000, 4, 4, 128, False, BF16, FA3),
+    case(2, 1000, 1000, 4, 4, 128, True, F16, FA3),
+    case(1, 1, 1, 2, 2, 128, True, BF16, PP),
+    case(1, 129, 65, 4, 2, 128, True, BF16, PP),
+    case(1, 65, 300, 4, 1, 128, True, F16, PP),
+    case(1, 257, 383, 2, 2, 64, False, F16, PP),
+    case(1, 513, 513, 2, 2, 64, True, BF16, PP64),
+    case(2, 777, 901, 8, 2, 128, False, BF16, PP),
+    case(2, 777, 901, 8, 2, 128, True, BF16, PP),
+    case(1, 4096, 4096, 2, 2, 128, True, BF16, PP),
+    case(1, 3000, 3000, 2, 2, 64, False, BF16, PP),
 ]
 
 

@@ -88,6 +88,7 @@ class KernelConfig:
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
     gluon: bool = False  # forward: the Gluon kernel (kernels/fwd_gluon.py) where it applies
+    ws_mode: int = 1  # Gluon warp-specialized forward: 1 overlap S, 2 FA3 order, 3 + ping-pong
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at

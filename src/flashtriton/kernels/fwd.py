@@ -233,7 +233,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
                                params.dropout_p > 0)
     if cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
-                              cfg.num_stages, cfg.warp_specialize)
+                              cfg.num_stages, cfg.warp_specialize, cfg.ws_mode)
     if varlen:
         total_q, nheads, d = q.shape
         nheads_k = k.shape[1]
