@@ -49,7 +49,8 @@ def main():
     # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
     # gluon = the forward's Gluon kernel, where it applies; stages do not matter to it;
     # gluonws = its warp-specialized version: a TMA producer and two consumer warpgroups of
-    # `warps` warps each, block_m rows split between them, `stages`-deep K/V rings)
+    # `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
+    # gluonpp = the same with the consumers taking turns to issue their products)
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws")
     ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma")
     args = ap.parse_args()
@@ -67,10 +68,9 @@ def main():
                                                stages.split(","), loads.split(",")):
             bm, bn = bl.split(":")
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
-                               warp_specialize=ld in ("ws", "gluonws", "gluonfa3", "gluonpp"),
+                               warp_specialize=ld in ("ws", "gluonws", "gluonpp"),
                                dq_tma=ld in ("dqtma", "ptrdq"),
-                               gluon=ld in ("gluon", "gluonws", "gluonfa3", "gluonpp"),
-                               ws_mode={"gluonfa3": 2, "gluonpp": 3}.get(ld, 1))
+                               gluon=ld in ("gluon", "gluonws", "gluonpp"), pingpong=ld == "gluonpp")
 
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),

@@ -98,6 +98,15 @@ def test_ladder_v2_fp32_ieee_uses_no_tensor_cores():
     assert transposed and all("maxPhase = 1," in x for x in transposed), r["shared_layouts"]
 
 
+def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
+    """The Gluon forward the shipped configs select: warpgroup MMAs that ptxas does not
+    serialize (no wait after every step), TMA loads, no spills."""
+    r = _sass("--kernel", "gluon_fwd")
+    assert r["kernel"] == "_attn_fwd_ws" and r["spill_bytes"] == 0
+    assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
+    assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
+
+
 def test_registry_covers_the_ladder_and_the_backward():
     expected = {"production_fwd", "production_bwd_dkdv", "production_bwd_dq", "v1", "v2", "v2_kt", "v2_pad"}
     assert expected <= set(KERNELS)

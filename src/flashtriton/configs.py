@@ -88,7 +88,7 @@ class KernelConfig:
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
     gluon: bool = False  # forward: the Gluon kernel (kernels/fwd_gluon.py) where it applies
-    ws_mode: int = 1  # Gluon warp-specialized forward: 1 overlap S, 2 FA3 order, 3 + ping-pong
+    pingpong: bool = False  # Gluon warp-specialized forward: the consumers take turns to issue
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at
@@ -103,6 +103,18 @@ _FWD = {
     (128, True): KernelConfig(128, 128, 8, 3),   # 485
     (256, False): KernelConfig(128, 64, 8, 2),   # 495 (was 128x32: 337)
     (256, True): KernelConfig(128, 64, 8, 2),    # 416 (was 128x32: 290)
+}
+# The Gluon forward on sm_90 (kernels/fwd_gluon.py, warp-specialized: block_m rows split between
+# two consumer warpgroups of num_warps warps, num_stages-deep K/V rings), for the calls it covers
+# (gluon_eligible); everything else uses _FWD. bench/results/2026-11-29-tune-fwd-pp.json (16k,
+# bf16, cuDNN 600.3 / 562.2 at d128 and 449.4 / 442.1 at d64 in the same run):
+# d128 ping-pong 612.9 / 592.9 (without it 610.3 / 594.5), d64 without 436.2 / 420.1 (with it
+# 427.2 / 414.3); the tl kernel 521.6 / 489.3 and 405.5 / 366.2.
+_FWD_GLUON = {
+    (64, False): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True),
+    (64, True): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True),
+    (128, False): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True, pingpong=True),
+    (128, True): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True, pingpong=True),
 }
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.
@@ -163,6 +175,15 @@ def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
     if dropout and key in _FWD_DROPOUT:
         return _FWD_DROPOUT[key]
     return _FWD[key]
+
+
+def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
+                     dropout: bool = False) -> KernelConfig | None:
+    """The Gluon forward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, and
+    under the interpreter); the launcher still checks that the call is one the kernel covers."""
+    if is_interpreting() or dropout or dtype not in (torch.float16, torch.bfloat16):
+        return None
+    return _FWD_GLUON.get((head_dim, bool(causal)))
 
 
 def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,

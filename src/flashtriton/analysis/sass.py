@@ -90,6 +90,20 @@ def _production_fwd(shape: Shape):
              config=cfg)
 
 
+def _gluon_fwd(shape: Shape):
+    from flashtriton.configs import _FWD_GLUON, make_params
+    from flashtriton.kernels import common, fwd_gluon
+
+    cfg = _FWD_GLUON[(shape.head_dim, False)]
+    saved, common.ensure_allocator = common.ensure_allocator, lambda: None  # nothing launches
+    try:
+        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim),
+                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
+                                 cfg.num_warps, cfg.num_stages, cfg.warp_specialize, cfg.pingpong)
+    finally:
+        common.ensure_allocator = saved
+
+
 def _production_bwd(deterministic: bool):
     def launch(shape: Shape):
         import torch
@@ -111,6 +125,8 @@ def _production_bwd(deterministic: bool):
 # if a launcher's signature changes, only its entry here changes.
 KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
+    "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
+                           _gluon_fwd, "_attn_fwd_ws"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),
     "production_bwd_dkdv_det": SassEntry("deterministic backward's dK/dV kernel (kernels/bwd.py)",
@@ -274,12 +290,16 @@ def compile_launch(launch: dict) -> dict:
                   if isinstance(v, (int, float, bool, str))}
     return {
         "kernel": launch["name"], "arch": "sm_90a",
-        "loads": "tma" if constexprs.get("USE_TMA") else "pointer",
-        "num_warps": launch["options"]["num_warps"], "num_stages": launch["options"]["num_stages"],
+        # the Gluon kernels load by TMA only; their ring depth is the STAGES constexpr
+        "loads": "tma" if constexprs.get("USE_TMA") or source is not ASTSource else "pointer",
+        "num_warps": launch["options"]["num_warps"],
+        "num_stages": constexprs.get("STAGES", launch["options"]["num_stages"]),
         "constexprs": constexprs,
         "registers": res.get("REG", 0),
         "shared_bytes": int(compiled.metadata.shared) + res.get("SHARED", 0),
         "spill_bytes": parse_ptxas_spills(ptxas.stderr + ptxas.stdout),
+        # ptxas's C7512/C7514 notes: every warpgroup MMA waited for before the next is issued
+        "wgmma_serialized": "wgmma.mma_async instructions are serialized" in ptxas.stderr + ptxas.stdout,
         "local_bytes": res.get("LOCAL", 0),
         "stack_bytes": res.get("STACK", 0),
         "instructions": count_instructions(sass),
@@ -361,5 +381,7 @@ def run_cli(args) -> int:
     print(f"  registers {r['registers']}, shared {r['shared_bytes']:,} bytes, spills {r['spill_bytes']} bytes, "
           f"local {r['local_bytes']} bytes")
     print("  " + ", ".join(f"{k} {v}" for k, v in r["instructions"].items()))
+    if r["wgmma_serialized"]:
+        print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))
     return 0

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashtriton.configs import AttnParams, fwd_config
+from flashtriton.configs import AttnParams, fwd_config, gluon_fwd_config
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible
@@ -229,11 +229,15 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     (q, k, v descales) on q's device, and o is bfloat16."""
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
-    cfg = config or fwd_config(q.dtype, max(q.shape[-1], v.shape[-1]), params.has_right,
-                               params.dropout_p > 0)
-    if cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen):
+    head_dim = max(q.shape[-1], v.shape[-1])
+    dropout = params.dropout_p > 0
+    cfg = config or gluon_fwd_config(q.dtype, head_dim, params.has_right, dropout)
+    if cfg is not None and cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes,
+                                                        varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
-                              cfg.num_stages, cfg.warp_specialize, cfg.ws_mode)
+                              cfg.num_stages, cfg.warp_specialize, cfg.pingpong)
+    if cfg is None or cfg.gluon:  # a call the Gluon kernel does not cover: the tuned tl config
+        cfg = fwd_config(q.dtype, head_dim, params.has_right, dropout)
     if varlen:
         total_q, nheads, d = q.shape
         nheads_k = k.shape[1]

@@ -16,8 +16,12 @@ the kernel (``C7514``/``C7512`` "wgmma.mma_async instructions are serialized"), 
 each 16-deep step, and the kernel ran at 393 TFLOP/s instead of the tl kernel's 527.
 
 Two kernels: ``_attn_fwd_gluon`` (one program of 4 or 8 warps, two-slot TMA rings it refills
-itself) and ``_attn_fwd_ws`` (warp-specialized: a producer partition fills ``STAGES``-deep K/V
-rings, two consumer warpgroups own half the rows each and share every tile). The ``tl`` kernel
+itself, the order above) and ``_attn_fwd_ws``, the one the shipped configs select: warp-
+specialized like FlashAttention-3's forward. A producer partition fills ``STAGES``-deep K/V rings
+by TMA; two consumer warpgroups own half the rows each, share every tile, and per step issue
+``S[j+1]`` and ``P[j] V[j]`` back to back, computing the softmax of S[j+1] under ``P[j] V[j]``;
+optionally (``pingpong``) they take turns to issue, so that one's softmax runs under the other's
+products. The ``tl`` kernel
 (kernels/fwd.py) remains the portable path: everything this file does not cover, and the Triton
 interpreter, use it.
 """
@@ -243,8 +247,8 @@ def _ws_producer(args):
 @gluon.jit
 def _ws_consumer(args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
-    rings, with the softmax of tile j overlapping the product ``Q Kⱼ₊₁ᵀ``; writes its rows of O
-    and LSE."""
+    rings; per step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then
+    computes the softmax of S[j+1] while ``P[j] V[j]`` runs. Writes its rows of O and LSE."""
     (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, turn,
      q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
      seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
@@ -253,7 +257,6 @@ def _ws_consumer(args, WG: gl.constexpr):
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
-    MODE: gl.constexpr = turn.type.shape[0]
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
@@ -290,84 +293,50 @@ def _ws_consumer(args, WG: gl.constexpr):
                           is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(0))
-        if MODE == 1:
-            for j in range(0, n_tiles - 1):
-                slot = j % STAGES
-                nslot = (j + 1) % STAGES
-                mbarrier.wait(k_ready.index(nslot), ((j + 1) // STAGES) & 1)
-                s_next = warpgroup_mma(q_s, k_smem.index(nslot).permute((1, 0)), zero_s,
-                                       use_acc=False, is_async=True)
-                if j >= n_full:
-                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
-                                                        shift, qk_scale, True, True, BLOCK_N,
-                                                        s_layout)
-                else:
-                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
-                                                        shift, qk_scale, False, True, BLOCK_N,
-                                                        s_layout)
-                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
-                mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-                acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-                s, acc = warpgroup_mma_wait(num_outstanding=0, deps=(s_next, acc))
-                mbarrier.arrive(k_empty.index(nslot))
-                mbarrier.arrive(v_empty.index(slot))
-            j = n_tiles - 1
-            slot = j % STAGES
-            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k, shift,
+        # FlashAttention-3's order: both products of a step issued back to back, the softmax of
+        # S[j+1] overlapping P[j] V[j]; with PINGPONG the two consumers also take turns to
+        # issue (a barrier each), so that one's softmax runs under the other's products
+        PINGPONG: gl.constexpr = turn.type.shape[0] == 2
+        if 0 >= n_full:
+            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
                                                 qk_scale, True, True, BLOCK_N, s_layout)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-            mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(slot))
-
         else:
-            # FlashAttention-3's order: both products of a step issued back to back, the
-            # softmax of S[j+1] overlapping P[j] V[j]; with MODE 3 the two consumers take turns
-            # to issue (a barrier per consumer), so one's softmax runs under the other's products
-            PP: gl.constexpr = MODE == 3
-            if 0 >= n_full:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                    qk_scale, True, True, BLOCK_N, s_layout)
-            else:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                    qk_scale, False, True, BLOCK_N, s_layout)
-            p16 = p.to(dtype)
-            for j in range(0, n_tiles - 1):
-                slot = j % STAGES
-                nslot = (j + 1) % STAGES
-                mbarrier.wait(turn.index(WG), j & 1, pred=PP)
-                mbarrier.wait(k_ready.index(nslot), ((j + 1) // STAGES) & 1)
-                s_next = warpgroup_mma(q_s, k_smem.index(nslot).permute((1, 0)), zero_s,
-                                       use_acc=False, is_async=True)
-                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                p_op = gl.convert_layout(p16, p_layout)
-                mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-                acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-                mbarrier.arrive(turn.index(1 - WG), pred=PP)
-                s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
-                mbarrier.arrive(k_empty.index(nslot))
-                if j + 1 >= n_full:
-                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                        seqlen_k, shift, qk_scale, True, True,
-                                                        BLOCK_N, s_layout)
-                else:
-                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                        seqlen_k, shift, qk_scale, False, True,
-                                                        BLOCK_N, s_layout)
-                p16 = p.to(dtype)
-                acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-                mbarrier.arrive(v_empty.index(slot))
-            j = n_tiles - 1
+            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
+                                                qk_scale, False, True, BLOCK_N, s_layout)
+        p16 = p.to(dtype)
+        for j in range(0, n_tiles - 1):
             slot = j % STAGES
+            nslot = (j + 1) % STAGES
+            mbarrier.wait(turn.index(WG), j & 1, pred=PINGPONG)
+            mbarrier.wait(k_ready.index(nslot), ((j + 1) // STAGES) & 1)
+            s_next = warpgroup_mma(q_s, k_smem.index(nslot).permute((1, 0)), zero_s,
+                                   use_acc=False, is_async=True)
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
             p_op = gl.convert_layout(p16, p_layout)
             mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(turn.index(1 - WG), pred=PINGPONG)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
+            mbarrier.arrive(k_empty.index(nslot))
+            if j + 1 >= n_full:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
+                                                    seqlen_k, shift, qk_scale, True, True,
+                                                    BLOCK_N, s_layout)
+            else:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
+                                                    seqlen_k, shift, qk_scale, False, True,
+                                                    BLOCK_N, s_layout)
+            p16 = p.to(dtype)
+            acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(slot))
+        j = n_tiles - 1
+        slot = j % STAGES
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        p_op = gl.convert_layout(p16, p_layout)
+        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(slot))
 
     seen = l_i > 0.0
     l_safe = gl.where(seen, l_i, 1.0)
@@ -400,7 +369,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
-                 MODE: gl.constexpr):
+                 PINGPONG: gl.constexpr):
     """FlashAttention-3's forward structure: a producer warp fills K/V rings by TMA; two consumer
     warpgroups of ``num_warps`` warps each (the default partition and one worker) own BLOCK_M
     query rows each and share every K/V tile. The two consumers run independently, so one's
@@ -443,10 +412,13 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
         mbarrier.init(v_empty.index(i), count=2)
-    turn = gl.allocate_shared_memory(gl.int64, [MODE, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(MODE):
+    # consumer ping-pong: one barrier per consumer (its turn to issue); a single unused one
+    # without (constexprs do not reach the partitions, the buffer's shape does)
+    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1],
+                                     mbarrier.MBarrierLayout())
+    for i in gl.static_range(2 if PINGPONG else 1):
         mbarrier.init(turn.index(i), count=1)
-    if MODE == 3:
+    if PINGPONG:
         mbarrier.arrive(turn.index(0))  # the first consumer issues first
 
     args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
@@ -473,7 +445,8 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 8,
-                   num_stages: int = 2, warp_specialize: bool = False, mode: int = 1):
+                   num_stages: int = 2, warp_specialize: bool = False,
+                   pingpong: bool = False):
     """Launch the Gluon forward (see :func:`gluon_eligible`). q (B, Sq, H, D), k/v (B, Sk, Hk,
     D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     from flashtriton.configs import LOG2E
@@ -498,7 +471,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         _attn_fwd_ws[grid](
             q, k, v, o, lse, *strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
             params.softmax_scale * LOG2E, HEAD_DIM=d, BLOCK_M=block_m // 2, BLOCK_N=block_n,
-            STAGES=num_stages, CAUSAL=causal, CONSUMER_WARPS=num_warps, MODE=mode, num_warps=4,
+            STAGES=num_stages, CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong,
+            num_warps=4,
             maxnreg=maxnreg)
         return o, lse
     grid = (triton.cdiv(seqlen_q, block_m), batch * nheads)
