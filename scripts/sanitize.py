@@ -1,46 +1,64 @@
 """Forward and backward on a few odd shapes, for `compute-sanitizer --tool memcheck`:
 
-    PYTHONPATH=src compute-sanitizer --tool memcheck python3 scripts/sanitize.py
+    PYTHONPATH=src compute-sanitizer --tool memcheck python3 scripts/sanitize.py [--gluon-only]
+
+``--gluon-only``: just the Gluon forward's launches (quick; also for ``--tool synccheck``).
 """
+import sys
+
 import torch
 
 from flashtriton import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
 
 torch.manual_seed(0)
-for b, sq, sk, h, hk, d, causal, dtype in [(2, 129, 65, 4, 2, 80, True, torch.bfloat16),
-                                            (1, 63, 255, 2, 1, 128, False, torch.float16),
-                                            (1, 100, 100, 2, 2, 256, True, torch.bfloat16),
-                                            (1, 77, 33, 2, 2, 40, False, torch.float32)]:
-    q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype, requires_grad=True)
-    k = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, requires_grad=True)
-    v = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, requires_grad=True)
-    out = flash_attn_func(q, k, v, causal=causal, window_size=(40, -1), softcap=3.0)
-    out.backward(torch.randn_like(out))
-    mask = torch.rand(b, 1, sq, sk, device="cuda") > 0.5
-    o2 = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                      attn_mask=mask, enable_gqa=True)
-    o2.sum().backward()
-cu = torch.tensor([0, 5, 5, 70], dtype=torch.int32, device="cuda")
-q = torch.randn(70, 4, 64, device="cuda", dtype=torch.float16, requires_grad=True)
-o3 = flash_attn_varlen_func(q, q, q, cu, cu, 65, 65, causal=True)
-o3.sum().backward()
-# session-2 paths: atomic dQ (default at d128) and the deterministic two-kernel backward,
-# dropout's grouped lanes (forward and both backward paths), float8 with the keys-contiguous V,
-# and the Gluon forward
-for deterministic in (False, True):
-    q, k, v = (torch.randn(2, 157, 4, 128, device="cuda", dtype=torch.bfloat16,
-                           requires_grad=True) for _ in range(3))
-    o4 = flash_attn_func(q, k, v, causal=True, dropout_p=0.2, deterministic=deterministic)
-    o4.backward(torch.randn_like(o4))
-q8, k8, v8 = (torch.randn(1, 200, 2, 128, device="cuda").to(torch.float8_e4m3fn) for _ in range(3))
-flash_attn_func(q8, k8, v8, causal=True)
+GLUON_ONLY = "--gluon-only" in sys.argv[1:]
+if GLUON_ONLY:
+    sys.argv.remove("--gluon-only")
+
+
+def everything_else():
+    for b, sq, sk, h, hk, d, causal, dtype in [(2, 129, 65, 4, 2, 80, True, torch.bfloat16),
+                                                (1, 63, 255, 2, 1, 128, False, torch.float16),
+                                                (1, 100, 100, 2, 2, 256, True, torch.bfloat16),
+                                                (1, 77, 33, 2, 2, 40, False, torch.float32)]:
+        q = torch.randn(b, sq, h, d, device="cuda", dtype=dtype, requires_grad=True)
+        k = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, requires_grad=True)
+        v = torch.randn(b, sk, hk, d, device="cuda", dtype=dtype, requires_grad=True)
+        out = flash_attn_func(q, k, v, causal=causal, window_size=(40, -1), softcap=3.0)
+        out.backward(torch.randn_like(out))
+        mask = torch.rand(b, 1, sq, sk, device="cuda") > 0.5
+        o2 = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                          attn_mask=mask, enable_gqa=True)
+        o2.sum().backward()
+    cu = torch.tensor([0, 5, 5, 70], dtype=torch.int32, device="cuda")
+    q = torch.randn(70, 4, 64, device="cuda", dtype=torch.float16, requires_grad=True)
+    o3 = flash_attn_varlen_func(q, q, q, cu, cu, 65, 65, causal=True)
+    o3.sum().backward()
+    # session-2 paths: atomic dQ (default at d128) and the deterministic two-kernel backward,
+    # dropout's grouped lanes (forward and both backward paths), float8 with the keys-contiguous V,
+    # and the Gluon forward
+    for deterministic in (False, True):
+        q, k, v = (torch.randn(2, 157, 4, 128, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        o4 = flash_attn_func(q, k, v, causal=True, dropout_p=0.2, deterministic=deterministic)
+        o4.backward(torch.randn_like(o4))
+    q8, k8, v8 = (torch.randn(1, 200, 2, 128, device="cuda").to(torch.float8_e4m3fn) for _ in range(3))
+    flash_attn_func(q8, k8, v8, causal=True)
+
+
+if not GLUON_ONLY:
+    everything_else()
 if torch.cuda.get_device_capability()[0] == 9:
     from flashtriton.configs import make_params
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 
     qg, kg, vg = (torch.randn(1, 333, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     attn_fwd_gluon(qg, kg, vg, make_params(128, causal=True))
-    for causal in (False, True):  # the warp-specialized version
-        attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 3, True)
+    for causal in (False, True):  # the warp-specialized version, with and without ping-pong
+        for pingpong in (False, True):
+            attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 3, True,
+                           pingpong)
+    q64 = torch.randn(2, 700, 2, 64, device="cuda", dtype=torch.float16)
+    attn_fwd_gluon(q64, q64, q64, make_params(64, causal=True), 128, 128, 4, 2, True, True)
 torch.cuda.synchronize()
 print("sanitize script finished")
