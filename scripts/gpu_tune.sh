@@ -52,6 +52,8 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluonws,gluonfa3,gluonpp|128:128;4;3;gluonpp|128:64;4;2;tma'" ;;
     fwd-pp-fp16) sweep fwd-pp-fp16 60 --pass fwd --headdims 128 --seqlens 16384 --dtype fp16 \
         --fwd-space "'128:128;4;2;gluonws,gluonpp|128:64;4;2;tma'" ;;
+    bwd-gluon) sweep bwd-gluon 120 --pass bwd --headdims 128,64 --seqlens 16384 \
+        --bwd-space "'64:128;4;2;gluon|64:128;8;3;ptr|64:64;4;3;tma'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluonws,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     fwd-gluon-short) sweep fwd-gluon-short 50 --pass fwd --headdims 128 --seqlens 1024,4096 \

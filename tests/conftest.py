@@ -24,7 +24,9 @@ def poison_outputs(monkeypatch):
     monkeypatch.setattr(bwd, "_empty", nan_empty)
     monkeypatch.setattr(decode, "_empty", nan_empty)
     try:
+        import flashtriton.kernels.bwd_gluon as bwd_gluon
         import flashtriton.kernels.fwd_gluon as fwd_gluon
     except ImportError:  # a Triton without Gluon
         return
     monkeypatch.setattr(fwd_gluon, "_empty", nan_empty)
+    monkeypatch.setattr(bwd_gluon, "_empty", nan_empty)

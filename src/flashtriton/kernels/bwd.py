@@ -18,10 +18,18 @@ import torch
 import triton
 import triton.language as tl
 
-from flashtriton.configs import AttnParams, bwd_config, is_interpreting
+from flashtriton.configs import AttnParams, bwd_config, gluon_bwd_config, is_interpreting
 from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
                                         inner_ranges, load_rows, mma, query_tile_program,
                                         scores_log2, sequence_bounds, tanh, tma_ready)
+
+try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
+    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, gluon_bwd_eligible
+except ImportError:  # older Triton: the tl kernels only
+    def gluon_bwd_eligible(*args) -> bool:
+        return False
+
+    attn_bwd_gluon = None
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -362,8 +370,13 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
 
     varlen = cu_seqlens_q is not None
     d, d_v = q.shape[-1], v.shape[-1]
-    cfg = config or bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic,
-                               params.dropout_p > 0)
+    dropout = params.dropout_p > 0
+    cfg = config or gluon_bwd_config(q.dtype, max(d, d_v), params.has_right,
+                                     params.deterministic, dropout)
+    gluon = (cfg is not None and cfg.gluon and not params.deterministic
+             and gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen))
+    if cfg is None or (cfg.gluon and not gluon):  # not covered by the Gluon kernel
+        cfg = bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic, dropout)
     if params.dropout_p > 0 and cfg.block_n % 32:
         raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
     fused = cfg.fused_dq and not params.deterministic
@@ -400,6 +413,10 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block, IS_VARLEN=varlen)
     if dlse is not None:
         delta = delta - torch.where(torch.isinf(lse), 0.0, dlse.float())
+    if gluon:
+        dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
+                                    cfg.num_warps, cfg.num_stages)
+        return dq.to(q.dtype), dk, dv
     common = dict(
         HEAD_DIM_QK=d, HEAD_DIM_V=d_v, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(d_v),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
