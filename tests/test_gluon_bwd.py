@@ -2,15 +2,18 @@
 Triton interpreter does not run Gluon, so on CPU these tests are skipped with that reason, and
 the same cases go through the portable ``tl`` kernels in the other test files.
 
-Each case runs the public function's forward and backward with the shipped configs, checks that
-the Gluon backward ran (a spy on the launcher), and compares out, dq, dk, dv against the float64
+The kernel is opt-in (a config with ``gluon=True``; no shipped config selects it, it is slower
+than the tl kernels). Each case runs the public function with the backward's config set to it,
+checks that it ran (a spy on the launcher), and compares out, dq, dk, dv against the float64
 reference with the STYLE.md rule (tests/helpers.check_attention).
 """
 
 import pytest
 import torch
 
-from flashtriton import flash_attn_func
+import flashtriton.kernels.fwd as fwd
+from flashtriton import flash_attn_func, ops
+from flashtriton.configs import KernelConfig, make_params
 from flashtriton.reference import attention_ref
 from helpers import DEVICE, check_attention, randn
 
@@ -41,18 +44,26 @@ CASES = [
 ]
 
 
+GLUON_BWD = KernelConfig(64, 128, 4, 2, gluon=True)
+
+
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
 def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
     import flashtriton.kernels.bwd as bwd
 
     calls = []
-    real = bwd.attn_bwd_gluon
+    real_launch, real_bwd = bwd.attn_bwd_gluon, bwd.attn_bwd
 
     def spy(*args, **kw):
         calls.append(1)
-        return real(*args, **kw)
+        return real_launch(*args, **kw)
+
+    def with_gluon_config(*args, **kw):  # the public function's backward, Gluon config asked
+        kw["config"] = GLUON_BWD
+        return real_bwd(*args, **kw)
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
+    monkeypatch.setattr(ops, "attn_bwd", with_gluon_config)
     q = randn(b, sq, h, d, dtype=dtype)
     k = randn(b, sk, hk, d, dtype=dtype)
     v = randn(b, sk, hk, d, dtype=dtype)
@@ -62,11 +73,14 @@ def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, caus
     assert calls == [1], "the Gluon backward did not run"
 
 
-def test_deterministic_backward_does_not_use_it(monkeypatch):
+def test_not_selected_by_default(monkeypatch):
+    """No shipped config selects it (slower than the tl kernels), nor the deterministic mode."""
     import flashtriton.kernels.bwd as bwd
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", None)  # calling it would raise
     q, k, v = (randn(1, 300, 2, 128, dtype=BF16, requires_grad=True) for _ in range(3))
-    out = flash_attn_func(q, k, v, causal=True, deterministic=True)
-    out.sum().backward()
-    assert torch.isfinite(q.grad).all()
+    flash_attn_func(q, k, v, causal=True).sum().backward()
+    params = make_params(128, causal=True, deterministic=True)  # even when asked for
+    o, lse = fwd.attn_fwd(q.detach(), k.detach(), v.detach(), params)
+    bwd.attn_bwd(torch.ones_like(o), q.detach(), k.detach(), v.detach(), o, lse, params,
+                 config=GLUON_BWD)

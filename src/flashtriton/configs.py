@@ -154,15 +154,6 @@ _BWD = {
     (256, False): KernelConfig(64, 64, 8, 1, tma=False),   # 163
     (256, True): KernelConfig(64, 64, 8, 1, tma=False),    # 165
 }
-# The Gluon backward on sm_90 (kernels/bwd_gluon.py: dK/dV with atomic dQ, warp-specialized;
-# block_m query rows per step, block_n keys per program split between two consumer warpgroups of
-# num_warps warps, num_stages-deep Q/dO rings), for the calls it covers (gluon_bwd_eligible).
-_BWD_GLUON = {
-    (64, False): KernelConfig(64, 128, 4, 2, gluon=True),
-    (64, True): KernelConfig(64, 128, 4, 2, gluon=True),
-    (128, False): KernelConfig(64, 128, 4, 2, gluon=True),
-    (128, True): KernelConfig(64, 128, 4, 2, gluon=True),
-}
 # Small tiles under the interpreter: each program is simulated element by element on the CPU.
 _INTERPRET = KernelConfig(16, 16, 4, 1)
 # Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.
@@ -210,16 +201,6 @@ def tuned_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
         return KernelConfig(32, 32, 4, 1, tma=False, fused_dq=not deterministic)
     table = _BWD_DETERMINISTIC if deterministic else _BWD
     return table[(_bucket(head_dim), bool(causal))]
-
-
-def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, deterministic: bool = False,
-                     dropout: bool = False) -> KernelConfig | None:
-    """The Gluon backward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, for
-    the deterministic backward, and under the interpreter)."""
-    if (is_interpreting() or deterministic or dropout
-            or dtype not in (torch.float16, torch.bfloat16)):
-        return None
-    return _BWD_GLUON.get((head_dim, bool(causal)))
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
