@@ -33,9 +33,10 @@ _empty = torch.empty
 
 @gluon.jit
 def _bwd_producer(args):
-    """One partition: Q and dO tiles of every (query head of the group, query block) step."""
+    """The default partition: Q and dO tiles of every (query head of the group, query block)
+    step into the rings, and each step's dQ from the consumers into global memory."""
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem,
-     dq_smem, kv_bar, ready, empty, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base, l_base,
+     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base, l_base,
      stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh, stride_dkn, stride_dvn,
      stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
      scale_ds) = args
@@ -62,6 +63,43 @@ def _bwd_producer(args):
                                         q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [m0, head * HEAD_DIM], ready.index(slot),
                                         do_smem.index(slot))
+        if it > 0:  # the previous step's dQ, while the consumers compute this one
+            _send_dq(DQ, dq_smem, dq_full, dq_empty, it - 1, dq_base, stride_dqm, stride_dqh,
+                     seqlen_q, h_k, group, m_start, n_m)
+    if group * n_m > 0:
+        _send_dq(DQ, dq_smem, dq_full, dq_empty, group * n_m - 1, dq_base, stride_dqm, stride_dqh,
+                 seqlen_q, h_k, group, m_start, n_m)
+
+
+@gluon.jit
+def _send_dq(DQ, dq_smem, dq_full, dq_empty, step, dq_base, stride_dqm, stride_dqh, seqlen_q,
+             h_k, group, m_start, n_m):
+    """Add both consumers' dQ of ``step`` (staged in shared memory, already scaled) into the
+    float32 dQ: 4-wide atomics, a few rows at a time."""
+    BLOCK_M: gl.constexpr = dq_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = dq_smem.type.shape[2]
+    WARPS: gl.constexpr = gl.num_warps()
+    LANES_N: gl.constexpr = HEAD_DIM // 4
+    # at least 8 rows per chunk: the buffer's swizzle pattern repeats every 8 rows
+    ROWS: gl.constexpr = max(1, 8 // (WARPS * (32 // LANES_N)))
+    layout: gl.constexpr = gl.BlockedLayout([ROWS, 4], [32 // LANES_N, LANES_N], [WARPS, 1],
+                                            [1, 0])
+    CHUNK: gl.constexpr = ROWS * WARPS * (32 // LANES_N)
+    rows_c = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, layout))
+    cols_c = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    head = h_k * group + step // n_m
+    m0 = (m_start + step % n_m) * BLOCK_M
+    dq_ptr = DQ + dq_base + head.to(gl.int64) * stride_dqh
+    for w in gl.static_range(2):
+        mbarrier.wait(dq_full.index(w), step & 1)
+        for r in gl.static_range(0, BLOCK_M, CHUNK):
+            rows = m0 + r + rows_c
+            part = dq_smem.index(w).slice(r, CHUNK, dim=0).load(layout)
+            gl.atomic_add(dq_ptr + gl.expand_dims(rows.to(gl.int64) * stride_dqm, 1)
+                          + gl.expand_dims(cols_c, 0), part,
+                          mask=gl.expand_dims(rows < seqlen_q, 1), sem="relaxed")
+        gl.thread_barrier()  # every thread has read the buffer before the consumer reuses it
+        mbarrier.arrive(dq_empty.index(w))
 
 
 @gluon.jit
@@ -78,7 +116,7 @@ def _probabilities(s, lse2, offs_n, offs_m, shift, qk_scale, MASKED: gl.constexp
 @gluon.jit
 def _bwd_consumer(args, WG: gl.constexpr):
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem,
-     dq_smem, kv_bar, ready, empty, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base, l_base,
+     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base, l_base,
      stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh, stride_dkn, stride_dvn,
      stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
      scale_ds) = args
@@ -117,10 +155,6 @@ def _bwd_consumer(args, WG: gl.constexpr):
     offs_n = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     rows_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     cols_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
-    CHUNK: gl.constexpr = 8
-    chunk_layout: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [WARPS, 1], [1, 0])
-    rows_c = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, chunk_layout))
-    cols_c = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, chunk_layout))
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
     mbarrier.wait(kb, 0)
@@ -160,18 +194,12 @@ def _bwd_consumer(args, WG: gl.constexpr):
         zero_q = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=acc_layout)
         dq = warpgroup_mma(ds_s, k_s, zero_q, use_acc=False, is_async=True)
         dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-        # the atomics go out in row chunks through shared memory: a pointer per element of
-        # the whole tile would take 128 registers
+        # dQ goes to the producer partition through shared memory, which adds it to the float32
+        # dQ with atomics while this warpgroup computes the next step
+        mbarrier.wait(dq_empty.index(WG), (it & 1) ^ 1)
         dq_s.store(dq * scale_ds)
-        gl.thread_barrier()
-        dq_ptr = DQ + dq_base + head.to(gl.int64) * stride_dqh
-        for r in gl.static_range(0, BLOCK_M, CHUNK):
-            rows = m0 + r + rows_c
-            part = dq_s.slice(r, CHUNK, dim=0).load(chunk_layout)
-            gl.atomic_add(dq_ptr + gl.expand_dims(rows.to(gl.int64) * stride_dqm, 1)
-                          + gl.expand_dims(cols_c, 0), part,
-                          mask=gl.expand_dims(rows < seqlen_q, 1), sem="relaxed")
-        gl.thread_barrier()  # P, dS and dQ buffers are rewritten by the next step
+        gl.thread_barrier()  # every thread's share is stored before the writer is told
+        mbarrier.arrive(dq_full.index(WG))
 
     rows_k = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
     keep = gl.expand_dims(rows_k < seqlen_k, 1)
@@ -224,26 +252,31 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
     p_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
     ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
+    # 16-byte groups XOR-swizzled by row: the MMA layout's stores of 8 rows land in 8 banks
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM],
-                                        gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+                                        gl.SwizzledSharedLayout(4, 1, 8, order=[1, 0]))
     kv_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(kv_bar.index(i), count=1)
+        mbarrier.init(dq_full.index(i), count=1)
+        mbarrier.init(dq_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
 
     args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem,
-            ds_smem, dq_smem, kv_bar, ready, empty, b64 * stride_qb, b64 * stride_kb + hk64 * stride_kh,
+            ds_smem, dq_smem, kv_bar, ready, empty, dq_full, dq_empty, b64 * stride_qb, b64 * stride_kb + hk64 * stride_kh,
             b64 * stride_vb + hk64 * stride_vh, b64 * stride_dob, b64 * stride_dqb,
             b64 * stride_dkb + hk64 * stride_dkh, b64 * stride_dvb + hk64 * stride_dvh,
             b64 * stride_lb, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh,
             stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
             m_start, n_m, shift, qk_scale, scale_ds)
     gl.warp_specialize([(_bwd_producer, (args,)), (_bwd_consumer0, (args,)),
-                        (_bwd_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+                        (_bwd_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [232, 232])
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
