@@ -107,6 +107,13 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
 
 
+def test_gluon_backward_entry_compiles():
+    """The opt-in Gluon backward: warpgroup MMAs not serialized by ptxas, TMA loads."""
+    r = _sass("--kernel", "gluon_bwd")
+    assert r["kernel"] == "_attn_bwd_ws" and not r["wgmma_serialized"]
+    assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
+
+
 def test_registry_covers_the_ladder_and_the_backward():
     expected = {"production_fwd", "production_bwd_dkdv", "production_bwd_dq", "v1", "v2", "v2_kt", "v2_pad"}
     assert expected <= set(KERNELS)

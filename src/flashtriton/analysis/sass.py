@@ -104,6 +104,24 @@ def _gluon_fwd(shape: Shape):
         common.ensure_allocator = saved
 
 
+def _gluon_bwd(shape: Shape):
+    import torch
+
+    from flashtriton.configs import make_params
+    from flashtriton.kernels import bwd_gluon, common
+
+    if shape.block_m or shape.block_n:
+        raise ValueError("block_m, block_n: the gluon_bwd entry uses its opt-in config's blocks")
+    q, k, v = _qkv(shape.dtype, shape.head_dim)
+    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+    saved, common.ensure_allocator = common.ensure_allocator, lambda: None  # nothing launches
+    try:
+        bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
+                                 make_params(shape.head_dim))
+    finally:
+        common.ensure_allocator = saved
+
+
 def _production_bwd(deterministic: bool):
     def launch(shape: Shape):
         import torch
@@ -127,6 +145,8 @@ KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
                            _gluon_fwd, "_attn_fwd_ws"),
+    "gluon_bwd": SassEntry("the opt-in Gluon dK/dV kernel with atomic dQ (kernels/bwd_gluon.py)",
+                           _gluon_bwd, "_attn_bwd_ws"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),
     "production_bwd_dkdv_det": SassEntry("deterministic backward's dK/dV kernel (kernels/bwd.py)",

@@ -36,10 +36,10 @@ def _bwd_producer(args):
     """The default partition: Q and dO tiles of every (query head of the group, query block)
     step into the rings, and each step's dQ from the consumers into global memory."""
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem,
-     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base, l_base,
-     stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh, stride_dkn, stride_dvn,
-     stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
-     scale_ds) = args
+     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base,
+     dk_base, dv_base, l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm,
+     stride_dqh, stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
+     m_start, n_m, shift, qk_scale, scale_ds) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
@@ -116,10 +116,10 @@ def _probabilities(s, lse2, offs_n, offs_m, shift, qk_scale, MASKED: gl.constexp
 @gluon.jit
 def _bwd_consumer(args, WG: gl.constexpr):
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem,
-     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base, l_base,
-     stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh, stride_dkn, stride_dvn,
-     stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
-     scale_ds) = args
+     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base,
+     dk_base, dv_base, l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm,
+     stride_dqh, stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
+     m_start, n_m, shift, qk_scale, scale_ds) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
@@ -269,7 +269,8 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
 
     args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem,
-            ds_smem, dq_smem, kv_bar, ready, empty, dq_full, dq_empty, b64 * stride_qb, b64 * stride_kb + hk64 * stride_kh,
+            ds_smem, dq_smem, kv_bar, ready, empty, dq_full, dq_empty, b64 * stride_qb,
+            b64 * stride_kb + hk64 * stride_kh,
             b64 * stride_vb + hk64 * stride_vh, b64 * stride_dob, b64 * stride_dqb,
             b64 * stride_dkb + hk64 * stride_dkh, b64 * stride_dvb + hk64 * stride_dvh,
             b64 * stride_lb, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh,

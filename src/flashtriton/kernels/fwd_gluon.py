@@ -422,8 +422,8 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
         mbarrier.arrive(turn.index(0))  # the first consumer issues first
 
     args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
-            turn, q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
-            seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale)
+            turn, q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn,
+            stride_om, seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale)
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
     gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
                         (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
