@@ -51,8 +51,11 @@ def main():
     # gluonws = its warp-specialized version: a TMA producer and two consumer warpgroups of
     # `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
     # gluonpp = the same with the consumers taking turns to issue their products)
-    ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws")
-    ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma")
+    space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
+                  "a comma list; loads: tma, ws, ptr, dqtma, ptrdq, gluon, gluonws, gluonpp")
+    ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)
+    ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma",
+                    help=space_help)
     args = ap.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[args.dtype]
     fp8 = dtype == torch.float8_e4m3fn
