@@ -3,12 +3,8 @@
 # shapes), the benchmark against the peers, the ladder report with Nsight Compute, the decode
 # benchmark. Each step has a time limit; results land in $OUT (the ladder as one tarball).
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-OUT="${OUT:-out}"; mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_env.sh"
 STAMP="$(date -u +%Y-%m-%d)"
-step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; timeout "$limit" "$@"; \
-         echo "== $name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 step tests 170 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
     -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"

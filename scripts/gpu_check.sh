@@ -2,9 +2,7 @@
 # On the H200: the full test suite natively (large shapes on), compute-sanitizer memcheck on a
 # few shapes, then (optional) a config sweep. Logs under $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-OUT="${OUT:-out}"; mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 if [ "${SKIP_TESTS:-0}" = 0 ]; then

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # After feature changes: the full suite natively (large shapes), the demo, and the feature timings.
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-OUT="${OUT:-out}"; mkdir -p "$OUT"
-step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; timeout "$limit" "$@"; \
-         echo "== $name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"; }
+source "$(dirname "$0")/gpu_env.sh"
 step tests 160 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
     -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
 tail -4 "$OUT/gpu-tests.log"

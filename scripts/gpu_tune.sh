@@ -4,17 +4,14 @@
 #   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sweeps|all]
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
-# fwd-d256, fwd-fp8, dropout, fwd-gluon, fwd-gluon-short, fwd-ws, fwd-ws-short. Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
+# fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon.
+# Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
 # $OUT/tune-<name>.json; $OUT/steps.txt says how each step ended and how long it took.
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-OUT="${OUT:-out}"; mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_env.sh"
 WHAT="${1:-all}"
-step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; timeout "$limit" "$@"; \
-         echo "== $name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"; }
 sweep() { local name=$1 limit=$2; shift 2
           step "tune-$name" "$limit" sh -c "python3 scripts/tune.py --out '$OUT/tune-$name.json' $* \
               > '$OUT/tune-$name.log' 2>&1"; tail -n 12 "$OUT/tune-$name.log"; }
@@ -44,20 +41,14 @@ for name in $SWEEPS; do
     dropout) sweep dropout 75 --pass fwd,bwd --headdims 128 --seqlens 16384 --causal 0 --dropout 0.1 \
         --fwd-space "'128:128;8;2,3;tma|128:64;8;2;tma|128:64;4;2;tma'" \
         --bwd-space "'64:128;8;2,3;ptr,ptrdq|64:64;4;2;ptr'" ;;
-    fwd-gluon) sweep fwd-gluon 80 --pass fwd --headdims 128,64 --seqlens 16384 \
-        --fwd-space "'128:128;8;2;gluon|128:64;8;2;gluon|64:128;4;2;gluon|64:64;4;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
-    fwd-ws) sweep fwd-ws 170 --pass fwd --headdims 128,64 --seqlens 16384 \
-        --fwd-space "'128:128;4;2,3;gluonws|128:64;4;4;gluonws|128:128,128:64;8;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
     fwd-pp) sweep fwd-pp 170 --pass fwd --headdims 128,64 --seqlens 16384 \
-        --fwd-space "'128:128;4;2;gluonws,gluonfa3,gluonpp|128:128;4;3;gluonpp|128:64;4;2;tma'" ;;
+        --fwd-space "'128:128;4;2;gluon,gluonpp|128:128;4;3;gluonpp|128:64;4;2;tma'" ;;
     fwd-pp-fp16) sweep fwd-pp-fp16 60 --pass fwd --headdims 128 --seqlens 16384 --dtype fp16 \
-        --fwd-space "'128:128;4;2;gluonws,gluonpp|128:64;4;2;tma'" ;;
+        --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma'" ;;
     bwd-gluon) sweep bwd-gluon 120 --pass bwd --headdims 128,64 --seqlens 16384 \
         --bwd-space "'64:128;4;2;gluon|64:128;8;3;ptr|64:64;4;3;tma'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
-        --fwd-space "'128:128;4;2;gluonws,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
-    fwd-gluon-short) sweep fwd-gluon-short 50 --pass fwd --headdims 128 --seqlens 1024,4096 \
-        --fwd-space "'128:128;8;2;gluon|128:64;8;2;gluon|64:64;4;2;gluon|128:64;4;2;tma|128:128;8;3;tma'" ;;
+        --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;
   esac
 done

@@ -53,12 +53,11 @@ if torch.cuda.get_device_capability()[0] == 9:
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 
     qg, kg, vg = (torch.randn(1, 333, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    attn_fwd_gluon(qg, kg, vg, make_params(128, causal=True))
-    for causal in (False, True):  # the warp-specialized version, with and without ping-pong
+    for causal in (False, True):  # with and without ping-pong, two- and three-slot rings
         for pingpong in (False, True):
-            attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 3, True,
-                           pingpong)
+            attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 3, pingpong)
+            attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 2, pingpong)
     q64 = torch.randn(2, 700, 2, 64, device="cuda", dtype=torch.float16)
-    attn_fwd_gluon(q64, q64, q64, make_params(64, causal=True), 128, 128, 4, 2, True, True)
+    attn_fwd_gluon(q64, q64, q64, make_params(64, causal=True), 128, 128, 4, 2, True)
 torch.cuda.synchronize()
 print("sanitize script finished")

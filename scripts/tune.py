@@ -26,6 +26,8 @@ from flashtriton.kernels.bwd import attn_bwd
 from flashtriton.kernels.fwd import attn_fwd
 
 
+LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp")  # see --fwd-space
+
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
     return f * (2.5 if pas == "bwd" else 1.0)
@@ -47,12 +49,11 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0)
     # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
     # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
-    # gluon = the forward's Gluon kernel, where it applies; stages do not matter to it;
-    # gluonws = its warp-specialized version: a TMA producer and two consumer warpgroups of
-    # `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
-    # gluonpp = the same with the consumers taking turns to issue their products)
+    # gluon = the Gluon kernel where it applies: forward, a TMA producer and two consumer
+    # warpgroups of `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
+    # backward, the opt-in dK/dV kernel; gluonpp = the forward's with the consumers taking turns)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
-                  "a comma list; loads: tma, ws, ptr, dqtma, ptrdq, gluon, gluonws, gluonpp")
+                  "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)
     ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma",
                     help=space_help)
@@ -69,12 +70,14 @@ def main():
         blocks, warps, stages, loads = spec.split(";")
         for bl, w, st, ld in itertools.product(blocks.split(","), warps.split(","),
                                                stages.split(","), loads.split(",")):
+            if ld not in LOADS:
+                raise SystemExit(f"tune.py: unknown loads token {ld!r} (one of {', '.join(LOADS)})")
             bm, bn = bl.split(":")
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
-                               warp_specialize=ld in ("ws", "gluonws", "gluonpp"),
-                               dq_tma=ld in ("dqtma", "ptrdq"),
-                               gluon=ld in ("gluon", "gluonws", "gluonpp"), pingpong=ld == "gluonpp")
+                               warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
+                               gluon=ld in ("gluon", "gluonpp"), pingpong=ld == "gluonpp")
 
+    spaces = {"fwd": list(space(args.fwd_space)), "bwd": list(space(args.bwd_space))}  # checked
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),
                                               map(int, args.seqlens.split(",")),
@@ -100,7 +103,7 @@ def main():
                 ref = o_ref
                 if pas == "bwd":
                     ref_grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, seed=extra["seed"])
-            for cfg in space(args.fwd_space if pas == "fwd" else args.bwd_space):
+            for cfg in spaces["fwd" if pas == "fwd" else "bwd"]:
                 row = dict(pass_=pas, headdim=d, seqlen=s, causal=causal, batch=b, heads=h,
                            **cfg.__dict__)
                 t0 = time.time()

@@ -84,11 +84,11 @@ class KernelConfig:
     num_warps: int
     num_stages: int
     tma: bool = True  # tensor-descriptor loads where the layout allows
-    warp_specialize: bool = False  # tl.range(..., warp_specialize=True) on the unmasked loop
+    warp_specialize: bool = False  # tl forward: tl.range(..., warp_specialize=True), unmasked loop
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
-    gluon: bool = False  # forward: the Gluon kernel (kernels/fwd_gluon.py) where it applies
-    pingpong: bool = False  # Gluon warp-specialized forward: the consumers take turns to issue
+    gluon: bool = False  # the Gluon kernel where it applies: fwd_gluon.py / bwd_gluon.py
+    pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at
@@ -111,10 +111,10 @@ _FWD = {
 # d128 ping-pong 612.9 / 592.9 (without it 610.3 / 594.5), d64 without 436.2 / 420.1 (with it
 # 427.2 / 414.3); the tl kernel 521.6 / 489.3 and 405.5 / 366.2.
 _FWD_GLUON = {
-    (64, False): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True),
-    (64, True): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True),
-    (128, False): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True, pingpong=True),
-    (128, True): KernelConfig(128, 128, 4, 2, warp_specialize=True, gluon=True, pingpong=True),
+    (64, False): KernelConfig(128, 128, 4, 2, gluon=True),
+    (64, True): KernelConfig(128, 128, 4, 2, gluon=True),
+    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
 }
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.

@@ -90,36 +90,43 @@ def _production_fwd(shape: Shape):
              config=cfg)
 
 
-def _gluon_fwd(shape: Shape):
-    from flashtriton.configs import _FWD_GLUON, make_params
-    from flashtriton.kernels import common, fwd_gluon
+@contextmanager
+def _no_descriptor_allocator():
+    """The Gluon launchers install Triton's allocator for device-side descriptors; a captured
+    launch runs nothing, so skip that (it needs a GPU)."""
+    from flashtriton.kernels import common
 
-    cfg = _FWD_GLUON[(shape.head_dim, False)]
-    saved, common.ensure_allocator = common.ensure_allocator, lambda: None  # nothing launches
+    saved, common.ensure_allocator = common.ensure_allocator, lambda: None
     try:
-        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim),
-                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
-                                 cfg.num_warps, cfg.num_stages, cfg.warp_specialize, cfg.pingpong)
+        yield
     finally:
         common.ensure_allocator = saved
+
+
+def _gluon_fwd(shape: Shape):
+    from flashtriton.configs import _FWD_GLUON, make_params
+    from flashtriton.kernels import fwd_gluon
+
+    cfg = _FWD_GLUON[(shape.head_dim, False)]
+    with _no_descriptor_allocator():
+        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim),
+                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
+                                 cfg.num_warps, cfg.num_stages, cfg.pingpong)
 
 
 def _gluon_bwd(shape: Shape):
     import torch
 
     from flashtriton.configs import make_params
-    from flashtriton.kernels import bwd_gluon, common
+    from flashtriton.kernels import bwd_gluon
 
     if shape.block_m or shape.block_n:
         raise ValueError("block_m, block_n: the gluon_bwd entry uses its opt-in config's blocks")
     q, k, v = _qkv(shape.dtype, shape.head_dim)
     lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    saved, common.ensure_allocator = common.ensure_allocator, lambda: None  # nothing launches
-    try:
+    with _no_descriptor_allocator():
         bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
                                  make_params(shape.head_dim))
-    finally:
-        common.ensure_allocator = saved
 
 
 def _production_bwd(deterministic: bool):

@@ -1,29 +1,22 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
 inputs, head dim 64 or 128, causal or not, for sm_90.
 
-What it does that the ``tl`` kernel cannot express: it overlaps the softmax of key block j with
-the tensor-core product ``Q Kⱼ₊₁ᵀ`` of the next block (FlashAttention-3's intra-warpgroup
-pipelining). Warpgroup MMAs are asynchronous; here the waits are explicit:
+Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
+producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups own half of a
+program's rows each, share every tile, and per step issue the warpgroup MMAs
 
-    issue S[j+1] = Q K[j+1]ᵀ     (async)
-    softmax of S[j]             (CUDA cores, while the tensor cores compute S[j+1])
-    issue O += P[j] V[j]         (async, after rescaling O)
-    wait for both
+    S[j+1] = Q K[j+1]ᵀ  and  O += P[j] V[j]     (async, back to back)
+    wait for S[j+1]; softmax of S[j+1]          (CUDA cores, while P[j] V[j] runs)
+    wait for P[j] V[j]
 
-No product is left in flight across the loop's back edge: when one is (the FA3 order, which
-retires P[j-1] V[j-1] only after the next softmax), ptxas 12.8 serializes every warpgroup MMA of
-the kernel (``C7514``/``C7512`` "wgmma.mma_async instructions are serialized"), one wait after
-each 16-deep step, and the kernel ran at 393 TFLOP/s instead of the tl kernel's 527.
+With ``pingpong`` the two consumers also take turns to issue, so that one's softmax runs under
+the other's products.
 
-Two kernels: ``_attn_fwd_gluon`` (one program of 4 or 8 warps, two-slot TMA rings it refills
-itself, the order above) and ``_attn_fwd_ws``, the one the shipped configs select: warp-
-specialized like FlashAttention-3's forward. A producer partition fills ``STAGES``-deep K/V rings
-by TMA; two consumer warpgroups own half the rows each, share every tile, and per step issue
-``S[j+1]`` and ``P[j] V[j]`` back to back, computing the softmax of S[j+1] under ``P[j] V[j]``;
-optionally (``pingpong``) they take turns to issue, so that one's softmax runs under the other's
-products. The ``tl`` kernel
-(kernels/fwd.py) remains the portable path: everything this file does not cover, and the Triton
-interpreter, use it.
+No product is left in flight across the loop's back edge: when one is (retiring P[j-1] V[j-1]
+only after the next softmax), ptxas 12.8 serializes every warpgroup MMA of the kernel
+(``C7514``/``C7512`` "wgmma.mma_async instructions are serialized"), a wait after each 16-deep
+step; ``flashtriton sass`` reports it. The ``tl`` kernel (kernels/fwd.py) remains the portable
+path: everything this file does not cover, and the Triton interpreter, use it.
 """
 
 from __future__ import annotations
@@ -33,23 +26,21 @@ import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
-                                                              warpgroup_mma, warpgroup_mma_init,
-                                                              warpgroup_mma_wait)
+                                                              warpgroup_mma, warpgroup_mma_wait)
 
 _empty = torch.empty
 
 
 @gluon.jit
 def _softmax_block(s, m_i, l_i, offs_m, start_n, seqlen_k, shift, qk_scale,
-                   MASKED: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
-                   s_layout: gl.constexpr):
+                   MASKED: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
     """One online-softmax step on raw scores ``s`` [BLOCK_M, BLOCK_N] (log2 units after the
-    scale). Returns (p, alpha, m_new, l_new)."""
+    scale). Returns (p, alpha, m_new, l_new). MASKED: keys past the sequence or right of a row's
+    diagonal (``key <= row + shift``; the launcher makes shift large when not causal) drop out."""
     if MASKED:
         offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        keep = gl.expand_dims(offs_n, 0) < seqlen_k
-        if CAUSAL:
-            keep = keep & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1) + shift)
+        keep = ((gl.expand_dims(offs_n, 0) < seqlen_k)
+                & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1) + shift))
         s = gl.where(keep, s * qk_scale, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows that saw no key yet
@@ -64,161 +55,14 @@ def _softmax_block(s, m_i, l_i, offs_m, start_n, seqlen_k, shift, qk_scale,
 
 
 @gluon.jit
-def _attn_fwd_gluon(Q, K, V, O, LSE,
-                    stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
-                    stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
-                    stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
-                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                    CAUSAL: gl.constexpr, num_warps: gl.constexpr):
-    dtype: gl.constexpr = Q.dtype.element_ty
-    n_m = gl.cdiv(seqlen_q, BLOCK_M)
-    pid_m = gl.program_id(0)
-    if CAUSAL:  # longest rows first: the last query blocks see the most keys
-        pid_m = n_m - 1 - pid_m
-    pid_bh = gl.program_id(1)
-    b = pid_bh // nheads
-    h = pid_bh % nheads
-    h_k = h // group
-    m0 = pid_m * BLOCK_M
-
-    # layouts: scores [BLOCK_M, BLOCK_N] and output [BLOCK_M, HEAD_DIM] as warpgroup-MMA
-    # accumulators (warps stacked along rows), P as the register A operand of P·V
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    q_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
-    kv_smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-
-    b64 = b.to(gl.int64)
-    q_desc = tma.make_tensor_descriptor(Q + b64 * stride_qb + h.to(gl.int64) * stride_qh,
-                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem_layout)
-    k_desc = tma.make_tensor_descriptor(K + b64 * stride_kb + h_k.to(gl.int64) * stride_kh,
-                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM], layout=kv_smem_layout)
-    v_desc = tma.make_tensor_descriptor(V + b64 * stride_vb + h_k.to(gl.int64) * stride_vh,
-                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM], layout=kv_smem_layout)
-
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_smem_layout)
-    k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_smem_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_smem_layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    v_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
-    for i in gl.static_range(2):
-        mbarrier.init(k_bar.index(i), count=1)
-        mbarrier.init(v_bar.index(i), count=1)
-
-    # keys [0, hi) are visible to some row of this block; [0, n_full * BLOCK_N) to all of them
-    hi = seqlen_k
-    full_end = seqlen_k
-    if CAUSAL:
-        hi = gl.minimum(seqlen_k, gl.maximum(m0 + BLOCK_M + shift, 0))
-        full_end = gl.minimum(seqlen_k, gl.maximum(m0 + shift + 1, 0))
-    n_tiles = gl.cdiv(hi, BLOCK_N)
-    n_full = full_end // BLOCK_N
-
-    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
-    mbarrier.expect(q_bar, BLOCK_M * HEAD_DIM * 2)
-    tma.async_copy_global_to_shared(q_desc, [m0, 0], q_bar, q_smem)
-    for i in gl.static_range(2):
-        mbarrier.expect(k_bar.index(i), kv_bytes, pred=i < n_tiles)
-        tma.async_copy_global_to_shared(k_desc, [i * BLOCK_N, 0], k_bar.index(i), k_smem.index(i),
-                                        pred=i < n_tiles)
-    for i in gl.static_range(2):
-        mbarrier.expect(v_bar.index(i), kv_bytes, pred=i < n_tiles)
-        tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_bar.index(i), v_smem.index(i),
-                                        pred=i < n_tiles)
-
-    offs_m = m0 + gl.arange(0, BLOCK_M, layout=row_s)
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-
-    mbarrier.wait(q_bar, 0)
-    if n_tiles > 0:
-        mbarrier.wait(k_bar.index(0), 0)
-        s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
-                          is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        for j in range(0, n_tiles - 1):
-            slot = j % 2
-            nslot = 1 - slot
-            # S[j+1] on the tensor cores while this block's softmax runs
-            mbarrier.wait(k_bar.index(nslot), ((j + 1) // 2) & 1)
-            s_next = warpgroup_mma(q_smem, k_smem.index(nslot).permute((1, 0)), zero_s,
-                                   use_acc=False, is_async=True)
-            if j >= n_full:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
-                                                    shift, qk_scale, True, CAUSAL, BLOCK_N,
-                                                    s_layout)
-            else:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k,
-                                                    shift, qk_scale, False, CAUSAL, BLOCK_N,
-                                                    s_layout)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-            mbarrier.wait(v_bar.index(slot), (j // 2) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-            s, acc = warpgroup_mma_wait(num_outstanding=0, deps=(s_next, acc))
-            # both products done: K[j+1]... K[j]'s slot takes K[j+2], V[j]'s takes V[j+2]
-            more = j + 2 < n_tiles
-            mbarrier.expect(k_bar.index(slot), kv_bytes, pred=more)
-            tma.async_copy_global_to_shared(k_desc, [(j + 2) * BLOCK_N, 0], k_bar.index(slot),
-                                            k_smem.index(slot), pred=more)
-            mbarrier.expect(v_bar.index(slot), kv_bytes, pred=more)
-            tma.async_copy_global_to_shared(v_desc, [(j + 2) * BLOCK_N, 0], v_bar.index(slot),
-                                            v_smem.index(slot), pred=more)
-        # the last block: always masked (sequence end, causal diagonal)
-        j = n_tiles - 1
-        slot = j % 2
-        p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, j * BLOCK_N, seqlen_k, shift,
-                                            qk_scale, True, CAUSAL, BLOCK_N, s_layout)
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        mbarrier.wait(v_bar.index(slot), (j // 2) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-
-    mbarrier.invalidate(q_bar)
-    for i in gl.static_range(2):
-        mbarrier.invalidate(k_bar.index(i))
-        mbarrier.invalidate(v_bar.index(i))
-
-    # rows that saw no key: output 0, lse -inf
-    seen = l_i > 0.0
-    l_safe = gl.where(seen, l_i, 1.0)
-    lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-    o_desc = tma.make_tensor_descriptor(O + b64 * stride_ob + h.to(gl.int64) * stride_oh,
-                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_om, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM], layout=q_smem_layout)
-    q_smem.store(out.to(dtype))  # Q's buffer is free: every product that read it has completed
-    fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [m0, 0], q_smem)
-    gl.store(LSE + b64 * stride_lb + h * stride_lh + offs_m, lse, mask=offs_m < seqlen_q)
-    tma.store_wait(pendings=0)
-
-
-# --- warp-specialized version: one TMA producer warp, two consumer warpgroups ---------------
-
-
-@gluon.jit
 def _ws_producer(args):
-    """One warp: streams K and V tiles through the STAGES-slot rings. A slot is refilled once
-    both consumers have arrived on its ``empty`` barrier (their product that read it is done)."""
+    """The default partition (4 warps, 24 registers): streams K and V tiles through the
+    STAGES-slot rings. A slot is refilled once both consumers have arrived on its ``empty``
+    barrier (their product that read it is done)."""
     (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, turn,
      q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
      seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
     # constexprs do not cross the partition boundary: read them off the buffers' shapes
-    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -299,10 +143,10 @@ def _ws_consumer(args, WG: gl.constexpr):
         PINGPONG: gl.constexpr = turn.type.shape[0] == 2
         if 0 >= n_full:
             p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, True, True, BLOCK_N, s_layout)
+                                                qk_scale, True, BLOCK_N, s_layout)
         else:
             p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, False, True, BLOCK_N, s_layout)
+                                                qk_scale, False, BLOCK_N, s_layout)
         p16 = p.to(dtype)
         for j in range(0, n_tiles - 1):
             slot = j % STAGES
@@ -320,11 +164,11 @@ def _ws_consumer(args, WG: gl.constexpr):
             mbarrier.arrive(k_empty.index(nslot))
             if j + 1 >= n_full:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                    seqlen_k, shift, qk_scale, True, True,
+                                                    seqlen_k, shift, qk_scale, True,
                                                     BLOCK_N, s_layout)
             else:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                    seqlen_k, shift, qk_scale, False, True,
+                                                    seqlen_k, shift, qk_scale, False,
                                                     BLOCK_N, s_layout)
             p16 = p.to(dtype)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
@@ -370,10 +214,9 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
                  PINGPONG: gl.constexpr):
-    """FlashAttention-3's forward structure: a producer warp fills K/V rings by TMA; two consumer
-    warpgroups of ``num_warps`` warps each (the default partition and one worker) own BLOCK_M
-    query rows each and share every K/V tile. The two consumers run independently, so one's
-    softmax overlaps the other's tensor-core products."""
+    """One program per 2·BLOCK_M query rows of a head: the default partition (the producer)
+    fills the K/V rings by TMA; two worker partitions of CONSUMER_WARPS warps (the consumers)
+    own BLOCK_M rows each and share every K/V tile (see the module docstring)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, 2 * BLOCK_M)
     pid_m = gl.program_id(0)
@@ -444,11 +287,12 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and tma_ready(q, k, v))
 
 
-def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 8,
-                   num_stages: int = 2, warp_specialize: bool = False,
-                   pingpong: bool = False):
-    """Launch the Gluon forward (see :func:`gluon_eligible`). q (B, Sq, H, D), k/v (B, Sk, Hk,
-    D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
+def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
+                   num_stages: int = 2, pingpong: bool = False):
+    """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
+    between two consumer warpgroups of num_warps warps; block_n keys per tile, num_stages-deep
+    K/V rings. q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like
+    ``kernels.fwd.attn_fwd``."""
     from flashtriton.configs import LOG2E
     from flashtriton.kernels.common import ensure_allocator
 
@@ -459,28 +303,15 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     lse = _empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
     causal = params.window_right == 0
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
-    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-               v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-               lse.stride(0), lse.stride(1))
-    if warp_specialize:
-        # block_m rows per program, split between two consumer warpgroups of num_warps warps,
-        # plus a producer warpgroup; all share the SM's 64K registers
-        warps_total = 2 * num_warps + 4
-        maxnreg = (65536 // (warps_total * 32)) // 8 * 8
-        grid = (triton.cdiv(seqlen_q, block_m), batch * nheads)
-        _attn_fwd_ws[grid](
-            q, k, v, o, lse, *strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-            params.softmax_scale * LOG2E, HEAD_DIM=d, BLOCK_M=block_m // 2, BLOCK_N=block_n,
-            STAGES=num_stages, CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong,
-            num_warps=4,
-            maxnreg=maxnreg)
-        return o, lse
+    # the consumers and a producer warpgroup share the SM's 64K registers
+    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
     grid = (triton.cdiv(seqlen_q, block_m), batch * nheads)
-    _attn_fwd_gluon[grid](
+    _attn_fwd_ws[grid](
         q, k, v, o, lse,
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
         lse.stride(0), lse.stride(1), nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-        params.softmax_scale * LOG2E,
-        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, num_warps=num_warps)
+        params.softmax_scale * LOG2E, HEAD_DIM=d, BLOCK_M=block_m // 2, BLOCK_N=block_n,
+        STAGES=num_stages, CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong,
+        num_warps=4, maxnreg=maxnreg)
     return o, lse
