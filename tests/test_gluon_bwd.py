@@ -1,4 +1,4 @@
-"""The Gluon backward (kernels/bwd_gluon.py: dK/dV with atomic dQ), on a Hopper GPU only: the
+"""The Gluon backward (kernels/bwd_gluon.py: dK/dV, dQ added by TMA reductions), on a Hopper GPU only: the
 Triton interpreter does not run Gluon, so on CPU these tests are skipped with that reason, and
 the same cases go through the portable ``tl`` kernels in the other test files.
 
@@ -47,8 +47,7 @@ CASES = [
 GLUON_BWD = KernelConfig(64, 128, 4, 2, gluon=True)
 
 
-@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
-def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, **launch_kw):
     import flashtriton.kernels.bwd as bwd
 
     calls = []
@@ -56,7 +55,7 @@ def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, caus
 
     def spy(*args, **kw):
         calls.append(1)
-        return real_launch(*args, **kw)
+        return real_launch(*args, **kw, **launch_kw)
 
     def with_gluon_config(*args, **kw):  # the public function's backward, Gluon config asked
         kw["config"] = GLUON_BWD
@@ -71,6 +70,30 @@ def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, caus
                     lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal,
                                                           upcast=upcast)[0], (q, k, v))
     assert calls == [1], "the Gluon backward did not run"
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
+def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+    """Head dim 128 shares dS between the consumers (split dQ columns), 64 does not."""
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype)
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", [
+    case(1, 257, 383, 4, 2, 128, True),
+    case(2, 500, 500, 2, 2, 128, False, F16),
+])
+def test_gluon_backward_unsplit_dq_at_d128(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+    """The other dQ layout at head dim 128: each consumer adds its own [64, 128] part."""
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=False)
+
+
+def test_split_dq_needs_head_dim_128():
+    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
+
+    q, k, v, do = (randn(1, 64, 2, 64, dtype=BF16) for _ in range(4))
+    lse = torch.zeros(1, 2, 64, device=q.device)
+    with pytest.raises(ValueError, match="split_dq needs head dim 128"):
+        attn_bwd_gluon(do, q, k, v, lse, lse, make_params(64), split_dq=True)
 
 
 def test_not_selected_by_default(monkeypatch):

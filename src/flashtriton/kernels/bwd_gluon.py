@@ -1,19 +1,25 @@
-"""The backward's dK/dV kernel on Hopper in Gluon, with dQ added atomically: the plain path
-(no mask, softcap, ALiBi, dropout or left window), 16-bit inputs, head dim 64 or 128, causal or
-not, dense, for sm_90. Warp-specialized like the forward (kernels/fwd_gluon.py):
+"""The backward's dK/dV kernel on Hopper in Gluon, with dQ added into a float32 buffer by TMA
+reductions: the plain path (no mask, softcap, ALiBi, dropout or left window), 16-bit inputs,
+head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the forward
+(kernels/fwd_gluon.py):
 
 - a producer partition streams the query blocks' Q and dO tiles through ``STAGES``-deep rings
   by TMA (for grouped-query attention it walks every query head of the key head's group);
 - two consumer warpgroups own BLOCK_N keys each of the program's 2·BLOCK_N keys, keep their K
-  and V tiles in shared memory and their dK, dV accumulators in registers, and per query block
+  and V tiles in shared memory and their dK, dV accumulators in registers. Scores are computed
+  transposed (keys are a warpgroup's MMA rows), so Pᵀ and dSᵀ stay in registers as the A
+  operands of the dV and dK products. Per query block:
 
       Sᵀ = K Qᵀ, dPᵀ = V dOᵀ          (issued together)
       Pᵀ = exp2(Sᵀ·scale − lse)        dV += Pᵀ dO   (issued as soon as Pᵀ is ready)
-      dSᵀ = Pᵀ ∘ (dPᵀ − δ)            dK += dSᵀ Q
-      dS → shared memory              dQ_part = dS K, added into a float32 dQ with atomics
+      dSᵀ = Pᵀ ∘ (dPᵀ − δ)            dK += dSᵀ Q;  dSᵀ → shared memory
+      dQ_part = dS K  → shared memory → TMA reduce-add into the float32 dQ
 
-  with no warpgroup MMA left in flight across the loop's back edge (ptxas serializes every MMA
-  of the kernel otherwise; see fwd_gluon.py).
+  At head dim 128 the two warpgroups share their dS tiles (an mbarrier per buffer) and each
+  computes half of dQ's columns over all 2·BLOCK_N keys, so a query block's dQ is added once per
+  program; at 64 each adds its own [BLOCK_M, 64] part (a 32-column half would start inside a
+  128-byte swizzle row of K). No warpgroup MMA stays in flight across the loop's back edge
+  (ptxas serializes every MMA of the kernel otherwise; see fwd_gluon.py).
 
 The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
 ``tl`` kernels (kernels/bwd.py) remain the portable path and the deterministic one.
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 import torch
 import triton
+from triton._C.libtriton import ir
 from triton.experimental import gluon
+from triton.experimental.gluon.language import _core as gl_core
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_wait)
@@ -31,15 +39,26 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 _empty = torch.empty
 
 
+@gl_core.builtin
+def _tma_add(tensor_desc, coord, src, _semantic=None):
+    """Add the shared-memory tile ``src`` into the global tile of ``tensor_desc`` at ``coord``
+    (cp.reduce.async.bulk.tensor .add: one instruction for the tile, atomic per element in L2,
+    completed like a TMA store, see ``tma.store_wait``). Triton 3.6 builds the operation but
+    Gluon's hopper ``tma`` module does not name it."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle,
+                                              coord, src.handle)
+
+
 @gluon.jit
 def _bwd_producer(args):
     """The default partition: Q and dO tiles of every (query head of the group, query block)
-    step into the rings, and each step's dQ from the consumers into global memory."""
-    (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem,
-     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base,
-     dk_base, dv_base, l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm,
-     stride_dqh, stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
-     m_start, n_m, shift, qk_scale, scale_ds) = args
+    step into the rings."""
+    (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
+     kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
+     l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dkn, stride_dvn,
+     stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
+     scale_ds) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
@@ -63,83 +82,37 @@ def _bwd_producer(args):
                                         q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [m0, head * HEAD_DIM], ready.index(slot),
                                         do_smem.index(slot))
-        if it > 0:  # the previous step's dQ, while the consumers compute this one
-            _send_dq(DQ, dq_smem, dq_full, dq_empty, it - 1, dq_base, stride_dqm, stride_dqh,
-                     seqlen_q, h_k, group, m_start, n_m)
-    if group * n_m > 0:
-        _send_dq(DQ, dq_smem, dq_full, dq_empty, group * n_m - 1, dq_base, stride_dqm, stride_dqh,
-                 seqlen_q, h_k, group, m_start, n_m)
-
-
-@gluon.jit
-def _send_dq(DQ, dq_smem, dq_full, dq_empty, step, dq_base, stride_dqm, stride_dqh, seqlen_q,
-             h_k, group, m_start, n_m):
-    """Add both consumers' dQ of ``step`` (staged in shared memory, already scaled) into the
-    float32 dQ: 4-wide atomics, a few rows at a time."""
-    BLOCK_M: gl.constexpr = dq_smem.type.shape[1]
-    HEAD_DIM: gl.constexpr = dq_smem.type.shape[2]
-    WARPS: gl.constexpr = gl.num_warps()
-    LANES_N: gl.constexpr = HEAD_DIM // 4
-    # at least 8 rows per chunk: the buffer's swizzle pattern repeats every 8 rows
-    ROWS: gl.constexpr = max(1, 8 // (WARPS * (32 // LANES_N)))
-    layout: gl.constexpr = gl.BlockedLayout([ROWS, 4], [32 // LANES_N, LANES_N], [WARPS, 1],
-                                            [1, 0])
-    CHUNK: gl.constexpr = ROWS * WARPS * (32 // LANES_N)
-    rows_c = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, layout))
-    cols_c = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
-    head = h_k * group + step // n_m
-    m0 = (m_start + step % n_m) * BLOCK_M
-    dq_ptr = DQ + dq_base + head.to(gl.int64) * stride_dqh
-    for w in gl.static_range(2):
-        mbarrier.wait(dq_full.index(w), step & 1)
-        for r in gl.static_range(0, BLOCK_M, CHUNK):
-            rows = m0 + r + rows_c
-            part = dq_smem.index(w).slice(r, CHUNK, dim=0).load(layout)
-            gl.atomic_add(dq_ptr + gl.expand_dims(rows.to(gl.int64) * stride_dqm, 1)
-                          + gl.expand_dims(cols_c, 0), part,
-                          mask=gl.expand_dims(rows < seqlen_q, 1), sem="relaxed")
-        gl.thread_barrier()  # every thread has read the buffer before the consumer reuses it
-        mbarrier.arrive(dq_empty.index(w))
-
-
-@gluon.jit
-def _probabilities(s, lse2, offs_n, offs_m, shift, qk_scale, MASKED: gl.constexpr):
-    """P [queries, keys] from raw scores; MASKED: the causal diagonal cuts this block (rows and
-    keys past the sequences need no mask: their lse is +inf, their K and dO rows are zero)."""
-    p = gl.exp2(s * qk_scale - gl.expand_dims(lse2, 1))
-    if MASKED:
-        keep = gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1) + shift
-        p = gl.where(keep, p, 0.0)
-    return p
 
 
 @gluon.jit
 def _bwd_consumer(args, WG: gl.constexpr):
-    (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem,
-     dq_smem, kv_bar, ready, empty, dq_full, dq_empty, q_base, k_base, v_base, do_base, dq_base,
-     dk_base, dv_base, l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm,
-     stride_dqh, stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
-     m_start, n_m, shift, qk_scale, scale_ds) = args
+    (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
+     kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
+     l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dkn, stride_dvn,
+     stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
+     scale_ds) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    DQ_COLS: gl.constexpr = dq_smem.type.shape[2]
+    SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
-    # S, dP: [BLOCK_M queries, BLOCK_N keys] (lse and δ one per row); dK, dV: [BLOCK_N, HEAD_DIM];
-    # dQ: [BLOCK_M, HEAD_DIM]. P and dS go through shared memory, where the products that need
-    # them transposed (dV += Pᵀ dO, dK += dSᵀ Q) read them as MN-major operands.
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
+    # Sᵀ, dPᵀ: [BLOCK_N keys, BLOCK_M queries] (lse and δ one per column); dK, dV:
+    # [BLOCK_N, HEAD_DIM]; dQ: [BLOCK_M, DQ_COLS]
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                        instr_shape=[16, BLOCK_M, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HEAD_DIM, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                        instr_shape=[16, DQ_COLS, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
 
     keys0 = n0 + WG * BLOCK_N
     k_s = k_smem.index(WG)
     v_s = v_smem.index(WG)
-    p_s = p_smem.index(WG)
-    ds_s = ds_smem.index(WG)
     dq_s = dq_smem.index(WG)
     kb = kv_bar.index(WG)
     k_desc = tma.make_tensor_descriptor(K + k_base, shape=[seqlen_k, HEAD_DIM],
@@ -148,22 +121,26 @@ def _bwd_consumer(args, WG: gl.constexpr):
     v_desc = tma.make_tensor_descriptor(V + v_base, shape=[seqlen_k, HEAD_DIM],
                                         strides=[stride_vn, 1], block_shape=[BLOCK_N, HEAD_DIM],
                                         layout=kv_layout)
+    dq_desc = tma.make_tensor_descriptor(DQ + dq_base, shape=[seqlen_q, nheads * HEAD_DIM],
+                                         strides=[stride_dqm, 1],
+                                         block_shape=[BLOCK_M, DQ_COLS],
+                                         layout=dq_smem.type.layout)
     mbarrier.expect(kb, 2 * BLOCK_N * HEAD_DIM * 2)
     tma.async_copy_global_to_shared(k_desc, [keys0, 0], kb, k_s)
     tma.async_copy_global_to_shared(v_desc, [keys0, 0], kb, v_s)
 
-    offs_n = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    rows_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-    cols_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
+    offs_n = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
+    cols_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, st_layout))
+    zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=st_layout)
+    zero_dq = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, layout=dq_layout)
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
     mbarrier.wait(kb, 0)
     for it in range(group * n_m):
         slot = it % STAGES
-        phase = (it // STAGES) & 1
         head = h_k * group + it // n_m
         m0 = (m_start + it % n_m) * BLOCK_M
-        offs_m = m0 + rows_m
+        offs_m = m0 + cols_m
         lse = gl.load(LSE + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
                       other=float("-inf"))
         lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
@@ -171,37 +148,52 @@ def _bwd_consumer(args, WG: gl.constexpr):
                         other=0.0)
         q_s = q_smem.index(slot)
         do_s = do_smem.index(slot)
-        mbarrier.wait(ready.index(slot), phase)
-        zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-        st = warpgroup_mma(q_s, k_s.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        dpt = warpgroup_mma(do_s, v_s.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+        st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+        dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+        # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their K,
+        # V and dO rows are zero (no dQ, dK rows not stored)
+        pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if keys0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
-            p = _probabilities(st, lse2, offs_n, offs_m, shift, qk_scale, True)
-        else:
-            p = _probabilities(st, lse2, offs_n, offs_m, shift, qk_scale, False)
-        p_s.store(p.to(dtype))
-        fence_async_shared()
-        gl.thread_barrier()  # every thread's share of P is in place before the MMA reads it
-        dv = warpgroup_mma(p_s.permute((1, 0)), do_s, dv, is_async=True)
+            keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
+            pt = gl.where(keep, pt, 0.0)
+        dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_s, dv, is_async=True)
         dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
-        ds_s.store((p * (dpt - gl.expand_dims(delta, 1))).to(dtype))
+        dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+        # dSᵀ tiles: two buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step parity
+        buf = (it % 2) * 2
+        ds_smem.index(buf + WG).store(dst)
         fence_async_shared()
-        gl.thread_barrier()
-        dk = warpgroup_mma(ds_s.permute((1, 0)), q_s, dk, is_async=True)
-        dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
+        gl.thread_barrier()  # every thread's share of dSᵀ is in place before an MMA reads it
+        if SPLIT_DQ:
+            mbarrier.arrive(ds_ready.index(it % 2))
+        dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
+        if SPLIT_DQ:  # dQ[:, WG's columns] = Σ over both warpgroups' keys of dS K
+            mbarrier.wait(ds_ready.index(it % 2), (it // 2) & 1)
+            dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
+                               k_smem.index(0).slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
+                               use_acc=False, is_async=True)
+            dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)),
+                               k_smem.index(1).slice(WG * DQ_COLS, DQ_COLS, dim=1), dq,
+                               is_async=True)
+        else:
+            dq = warpgroup_mma(ds_smem.index(buf + WG).permute((1, 0)), k_s, zero_dq,
+                               use_acc=False, is_async=True)
+        dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
         mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
-        zero_q = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=acc_layout)
-        dq = warpgroup_mma(ds_s, k_s, zero_q, use_acc=False, is_async=True)
-        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-        # dQ goes to the producer partition through shared memory, which adds it to the float32
-        # dQ with atomics while this warpgroup computes the next step
-        mbarrier.wait(dq_empty.index(WG), (it & 1) ^ 1)
+        tma.store_wait(pendings=0)  # the previous step's reduction has read dq_s
         dq_s.store(dq * scale_ds)
-        gl.thread_barrier()  # every thread's share is stored before the writer is told
-        mbarrier.arrive(dq_full.index(WG))
+        fence_async_shared()
+        gl.thread_barrier()  # every thread's share is stored before the reduction reads it
+        if SPLIT_DQ:
+            _tma_add(dq_desc, [m0, head * HEAD_DIM + WG * DQ_COLS], dq_s)
+        else:
+            _tma_add(dq_desc, [m0, head * HEAD_DIM], dq_s)
+    tma.store_wait(pendings=0)
 
     rows_k = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
+    cols_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
     keep = gl.expand_dims(rows_k < seqlen_k, 1)
     rows_k64 = gl.expand_dims(rows_k.to(gl.int64), 1)
     gl.store(DK + dk_base + rows_k64 * stride_dkn + gl.expand_dims(cols_d, 0),
@@ -223,11 +215,12 @@ def _bwd_consumer1(args):
 @gluon.jit
 def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
-                 stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm, stride_dqh,
+                 stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm,
                  stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  scale_ds, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
+                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, SPLIT_DQ: gl.constexpr,
+                 CONSUMER_WARPS: gl.constexpr):
     """One program per 2·BLOCK_N keys of a key head (see the module docstring)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n0 = gl.program_id(0) * 2 * BLOCK_N
@@ -243,41 +236,40 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     m_start = gl.maximum(n0 - shift, 0) // BLOCK_M
     n_m = gl.maximum(gl.cdiv(seqlen_q, BLOCK_M) - m_start, 0)
 
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT_DQ else HEAD_DIM
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
+    dq_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, DQ_COLS],
+                                                                   gl.float32)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
-    p_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
-    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
-    # 16-byte groups XOR-swizzled by row: the MMA layout's stores of 8 rows land in 8 banks
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM],
-                                        gl.SwizzledSharedLayout(4, 1, 8, order=[1, 0]))
+    ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], ds_layout)
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_layout)
     kv_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    dq_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    dq_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(kv_bar.index(i), count=1)
-        mbarrier.init(dq_full.index(i), count=1)
-        mbarrier.init(dq_empty.index(i), count=1)
+        mbarrier.init(ds_ready.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
 
-    args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, p_smem,
-            ds_smem, dq_smem, kv_bar, ready, empty, dq_full, dq_empty, b64 * stride_qb,
+    args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem,
+            dq_smem, kv_bar, ready, empty, ds_ready, b64 * stride_qb,
             b64 * stride_kb + hk64 * stride_kh,
             b64 * stride_vb + hk64 * stride_vh, b64 * stride_dob, b64 * stride_dqb,
             b64 * stride_dkb + hk64 * stride_dkh, b64 * stride_dvb + hk64 * stride_dvh,
-            b64 * stride_lb, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dqh,
+            b64 * stride_lb, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm,
             stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
             m_start, n_m, shift, qk_scale, scale_ds)
+    # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
     gl.warp_specialize([(_bwd_producer, (args,)), (_bwd_consumer0, (args,)),
-                        (_bwd_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [232, 232])
+                        (_bwd_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
@@ -293,15 +285,22 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
-                   num_warps: int = 4, num_stages: int = 2):
-    """Launch the Gluon dK/dV kernel with atomic dQ (see :func:`gluon_bwd_eligible`); ``delta``
-    is the preprocessed rowsum(dO ∘ O) (less dlse). Returns (dq float32, dk, dv)."""
+                   num_warps: int = 4, num_stages: int = 2, split_dq: bool | None = None):
+    """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
+    :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
+    ``split_dq`` (default: head dim 128): the consumers share dS and each computes half of dQ's
+    columns. Returns (dq float32, dk, dv)."""
     from flashtriton.configs import LOG2E
     from flashtriton.kernels.common import ensure_allocator
 
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    if split_dq is None:
+        split_dq = d == 128
+    if split_dq and d != 128:
+        raise ValueError(f"split_dq needs head dim 128 (64-column halves), not {d}")
+    # (batch, seqlen, heads · head_dim) rows for the reduction's descriptor
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
@@ -313,10 +312,10 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     _attn_bwd_ws[grid](
         q, k, v, do, lse, delta, dq, dk, dv,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-        v.stride(2), do.stride(0), do.stride(1), dq.stride(0), dq.stride(1), dq.stride(2),
+        v.stride(2), do.stride(0), do.stride(1), dq.stride(0), dq.stride(1),
         dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
         lse.stride(0), lse.stride(1), nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
         params.softmax_scale * LOG2E, params.softmax_scale,
         HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages, CAUSAL=causal,
-        CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
+        SPLIT_DQ=split_dq, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
     return dq, dk, dv
