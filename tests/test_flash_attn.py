@@ -164,7 +164,8 @@ def test_lse_gradient():
 
 @pytest.fixture
 def pointer_loads(monkeypatch):
-    """Force the ordinary pointer-load path (what layouts the copy engine cannot read use)."""
+    """Force the tl kernels' pointer-load path (what layouts the copy engine cannot read use);
+    on sm_90 the Gluon kernels, which load by TMA only, are switched off for it."""
     import dataclasses
 
     import flashtriton.kernels.bwd as bwd
@@ -173,6 +174,8 @@ def pointer_loads(monkeypatch):
     for mod, name in ((fwd, "fwd_config"), (bwd, "bwd_config")):
         real = getattr(mod, name)
         monkeypatch.setattr(mod, name, lambda *a, real=real: dataclasses.replace(real(*a), tma=False))
+    monkeypatch.setattr(fwd, "gluon_fwd_config", lambda *a: None)
+    monkeypatch.setattr(bwd, "gluon_bwd_config", lambda *a: None)
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,dv,dtype,causal,kw", [CASES[i] for i in (1, 4, 5, 9)])

@@ -1,10 +1,9 @@
-"""The Gluon backward (kernels/bwd_gluon.py: dK/dV, dQ added by TMA reductions), on a Hopper GPU only: the
-Triton interpreter does not run Gluon, so on CPU these tests are skipped with that reason, and
-the same cases go through the portable ``tl`` kernels in the other test files.
+"""The Gluon backward (kernels/bwd_gluon.py: dK/dV, dQ added by TMA reductions), on a Hopper
+GPU only: the Triton interpreter does not run Gluon, so on CPU these tests are skipped with that
+reason, and the same cases go through the portable ``tl`` kernels in the other test files.
 
-The kernel is opt-in (a config with ``gluon=True``; no shipped config selects it, it is slower
-than the tl kernels). Each case runs the public function with the backward's config set to it,
-checks that it ran (a spy on the launcher), and compares out, dq, dk, dv against the float64
+The shipped configs select it on sm_90 (configs._BWD_GLUON). Each case runs the public function
+with the backward's config set to a Gluon one, checks that it ran (a spy on the launcher), and compares out, dq, dk, dv against the float64
 reference with the STYLE.md rule (tests/helpers.check_attention).
 """
 
@@ -55,7 +54,7 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, **launch_kw):
 
     def spy(*args, **kw):
         calls.append(1)
-        return real_launch(*args, **kw, **launch_kw)
+        return real_launch(*args, **{**kw, **launch_kw})
 
     def with_gluon_config(*args, **kw):  # the public function's backward, Gluon config asked
         kw["config"] = GLUON_BWD
@@ -74,17 +73,14 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, **launch_kw):
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
 def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
-    """Head dim 128 shares dS between the consumers (split dQ columns), 64 does not."""
     run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype)
 
 
-@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", [
-    case(1, 257, 383, 4, 2, 128, True),
-    case(2, 500, 500, 2, 2, 128, False, F16),
-])
-def test_gluon_backward_unsplit_dq_at_d128(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
-    """The other dQ layout at head dim 128: each consumer adds its own [64, 128] part."""
-    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=False)
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", [c for c in CASES if c.values[5] == 128])
+def test_gluon_backward_split_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+    """The other dQ layout at head dim 128: the consumers share dS, each computes half of dQ's
+    columns."""
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True)
 
 
 def test_split_dq_needs_head_dim_128():
@@ -96,14 +92,27 @@ def test_split_dq_needs_head_dim_128():
         attn_bwd_gluon(do, q, k, v, lse, lse, make_params(64), split_dq=True)
 
 
-def test_not_selected_by_default(monkeypatch):
-    """No shipped config selects it (slower than the tl kernels), nor the deterministic mode."""
+def test_selected_by_default_but_not_when_deterministic(monkeypatch):
+    """On sm_90 the public backward runs the Gluon kernel for the calls it covers (the shipped
+    configs, configs._BWD_GLUON); the deterministic mode keeps the tl kernels even when a
+    Gluon config is asked for."""
     import flashtriton.kernels.bwd as bwd
 
-    monkeypatch.setattr(bwd, "attn_bwd_gluon", None)  # calling it would raise
-    q, k, v = (randn(1, 300, 2, 128, dtype=BF16, requires_grad=True) for _ in range(3))
-    flash_attn_func(q, k, v, causal=True).sum().backward()
-    params = make_params(128, causal=True, deterministic=True)  # even when asked for
-    o, lse = fwd.attn_fwd(q.detach(), k.detach(), v.detach(), params)
-    bwd.attn_bwd(torch.ones_like(o), q.detach(), k.detach(), v.detach(), o, lse, params,
-                 config=GLUON_BWD)
+    calls = []
+    real_launch = bwd.attn_bwd_gluon
+
+    def spy(*args, **kw):
+        calls.append(kw.get("split_dq"))
+        return real_launch(*args, **kw)
+
+    monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
+    for d, split in ((128, True), (64, False)):
+        q, k, v = (randn(1, 300, 2, d, dtype=BF16, requires_grad=True) for _ in range(3))
+        flash_attn_func(q, k, v, causal=True).sum().backward()
+        assert calls[-1] is split, f"d{d}: the Gluon backward did not run as configured"
+    n = len(calls)
+    q, k, v = (randn(1, 300, 2, 128, dtype=BF16) for _ in range(3))
+    params = make_params(128, causal=True, deterministic=True)
+    o, lse = fwd.attn_fwd(q, k, v, params)
+    bwd.attn_bwd(torch.ones_like(o), q, k, v, o, lse, params, config=GLUON_BWD)
+    assert len(calls) == n, "the deterministic mode ran the Gluon backward"

@@ -107,11 +107,15 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
 
 
-def test_gluon_backward_entry_compiles():
-    """The opt-in Gluon backward: warpgroup MMAs not serialized by ptxas, TMA loads."""
-    r = _sass("--kernel", "gluon_bwd")
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_gluon_backward_entry_compiles(head_dim):
+    """The Gluon backward as shipped (configs._BWD_GLUON; split dQ at 128): warpgroup MMAs not
+    serialized by ptxas, TMA loads, dQ added by TMA reductions."""
+    r = _sass("--kernel", "gluon_bwd", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_bwd_ws" and not r["wgmma_serialized"]
+    assert r["constexprs"]["SPLIT_DQ"] == (head_dim == 128)
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
+    assert r["instructions"]["UTMAREDG"] > 0
 
 
 def test_registry_covers_the_ladder_and_the_backward():

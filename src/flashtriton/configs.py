@@ -89,6 +89,8 @@ class KernelConfig:
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
     gluon: bool = False  # the Gluon kernel where it applies: fwd_gluon.py / bwd_gluon.py
     pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
+    split_dq: bool = False  # Gluon backward, head dim 128: the consumers share dS, each computing
+    #                         half of dQ's columns (one dQ reduction per step, not two)
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at
@@ -155,6 +157,19 @@ _BWD = {
     (256, True): KernelConfig(64, 64, 8, 1, tma=False),    # 165
 }
 # Small tiles under the interpreter: each program is simulated element by element on the CPU.
+# The Gluon backward on sm_90 (kernels/bwd_gluon.py: a TMA producer, two consumer warpgroups of
+# block_n / 2 keys each, block_m queries per step, dQ by TMA reductions), for the calls it covers
+# (gluon_bwd_eligible, not deterministic); everything else uses _BWD / _BWD_DETERMINISTIC.
+# bench/results/2026-11-29-s4-tune-bwd-gluon-tmareduce.json (16k, bf16): d128 with split dQ
+# 411.2 / 413.3 against the tl kernel's 389.9 / 392.5; d64 365.5 / 362.4 against 305.4 / 312.5
+# (cuDNN 539.4 / 525.6 and 447.2 / 432.4 in the same run). Unsplit at d128 serializes the
+# warpgroup MMAs (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers).
+_BWD_GLUON = {
+    (64, False): KernelConfig(64, 128, 4, 2, gluon=True),
+    (64, True): KernelConfig(64, 128, 4, 2, gluon=True),
+    (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
+    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
+}
 _INTERPRET = KernelConfig(16, 16, 4, 1)
 # Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.
 _INTERPRET_DROPOUT = KernelConfig(16, 32, 4, 1)
@@ -201,6 +216,17 @@ def tuned_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
         return KernelConfig(32, 32, 4, 1, tma=False, fused_dq=not deterministic)
     table = _BWD_DETERMINISTIC if deterministic else _BWD
     return table[(_bucket(head_dim), bool(causal))]
+
+
+def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, deterministic: bool = False,
+                     dropout: bool = False) -> KernelConfig | None:
+    """The Gluon backward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, in
+    deterministic mode, and under the interpreter); the launcher still checks that the call is
+    one the kernel covers."""
+    if (is_interpreting() or deterministic or dropout
+            or dtype not in (torch.float16, torch.bfloat16)):
+        return None
+    return _BWD_GLUON.get((head_dim, bool(causal)))
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,

@@ -117,16 +117,17 @@ def _gluon_fwd(shape: Shape):
 def _gluon_bwd(shape: Shape):
     import torch
 
-    from flashtriton.configs import make_params
+    from flashtriton.configs import _BWD_GLUON, make_params
     from flashtriton.kernels import bwd_gluon
 
-    if shape.block_m or shape.block_n:
-        raise ValueError("block_m, block_n: the gluon_bwd entry uses its opt-in config's blocks")
+    cfg = _BWD_GLUON[(shape.head_dim, False)]
     q, k, v = _qkv(shape.dtype, shape.head_dim)
     lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
     with _no_descriptor_allocator():
         bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
-                                 make_params(shape.head_dim))
+                                 make_params(shape.head_dim), shape.block_m or cfg.block_m,
+                                 shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
+                                 split_dq=cfg.split_dq)
 
 
 def _production_bwd(deterministic: bool):
@@ -152,7 +153,7 @@ KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
                            _gluon_fwd, "_attn_fwd_ws"),
-    "gluon_bwd": SassEntry("the opt-in Gluon dK/dV kernel with atomic dQ (kernels/bwd_gluon.py)",
+    "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),

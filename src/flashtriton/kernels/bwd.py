@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashtriton.configs import AttnParams, bwd_config, is_interpreting
+from flashtriton.configs import AttnParams, bwd_config, gluon_bwd_config, is_interpreting
 from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
                                         inner_ranges, load_rows, mma, query_tile_program,
                                         scores_log2, sequence_bounds, tanh, tma_ready)
@@ -371,12 +371,12 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     varlen = cu_seqlens_q is not None
     d, d_v = q.shape[-1], v.shape[-1]
     dropout = params.dropout_p > 0
-    # the Gluon dK/dV kernel (kernels/bwd_gluon.py) runs only when a config asks for it: it is
-    # correct but slower than the tl kernels (docs/performance.md), so no shipped config does
-    gluon = (config is not None and config.gluon and not params.deterministic
+    # on sm_90 the Gluon dK/dV kernel (kernels/bwd_gluon.py) takes the calls it covers; the
+    # deterministic mode and everything else use the tl kernels below
+    cfg = config or gluon_bwd_config(q.dtype, d, params.has_right, params.deterministic, dropout)
+    gluon = (cfg is not None and cfg.gluon and not params.deterministic
              and gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen))
-    cfg = config
-    if config is None or (config.gluon and not gluon):  # the tuned tl config
+    if cfg is None or (cfg.gluon and not gluon):  # the tuned tl config
         cfg = bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic, dropout)
     if dropout and cfg.block_n % 32:
         raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
@@ -416,7 +416,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         delta = delta - torch.where(torch.isinf(lse), 0.0, dlse.float())
     if gluon:
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
-                                    cfg.num_warps, cfg.num_stages)
+                                    cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq)
         return dq.to(q.dtype), dk, dv
     common = dict(
         HEAD_DIM_QK=d, HEAD_DIM_V=d_v, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(d_v),

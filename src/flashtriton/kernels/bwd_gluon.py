@@ -15,10 +15,10 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
       dSᵀ = Pᵀ ∘ (dPᵀ − δ)            dK += dSᵀ Q;  dSᵀ → shared memory
       dQ_part = dS K  → shared memory → TMA reduce-add into the float32 dQ
 
-  At head dim 128 the two warpgroups share their dS tiles (an mbarrier per buffer) and each
-  computes half of dQ's columns over all 2·BLOCK_N keys, so a query block's dQ is added once per
-  program; at 64 each adds its own [BLOCK_M, 64] part (a 32-column half would start inside a
-  128-byte swizzle row of K). No warpgroup MMA stays in flight across the loop's back edge
+  Each warpgroup adds its own [BLOCK_M, HEAD_DIM] part of dQ; or, with SPLIT_DQ (head dim 128),
+  the two share their dS tiles (an mbarrier per buffer, which keeps them in step) and each
+  computes half of dQ's columns over all 2·BLOCK_N keys, so a query block's dQ is added once
+  per program (at 64 a 32-column half would start inside a 128-byte swizzle row of K). No warpgroup MMA stays in flight across the loop's back edge
   (ptxas serializes every MMA of the kernel otherwise; see fwd_gluon.py).
 
 The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
@@ -285,10 +285,10 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
-                   num_warps: int = 4, num_stages: int = 2, split_dq: bool | None = None):
+                   num_warps: int = 4, num_stages: int = 2, split_dq: bool = False):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
-    ``split_dq`` (default: head dim 128): the consumers share dS and each computes half of dQ's
+    ``split_dq`` (head dim 128 only): the consumers share dS and each computes half of dQ's
     columns. Returns (dq float32, dk, dv)."""
     from flashtriton.configs import LOG2E
     from flashtriton.kernels.common import ensure_allocator
@@ -296,8 +296,6 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
-    if split_dq is None:
-        split_dq = d == 128
     if split_dq and d != 128:
         raise ValueError(f"split_dq needs head dim 128 (64-column halves), not {d}")
     # (batch, seqlen, heads · head_dim) rows for the reduction's descriptor
