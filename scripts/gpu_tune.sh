@@ -4,7 +4,7 @@
 #   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sweeps|all]
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
-# fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon, bwd-gluon2.
+# fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64.
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -45,10 +45,10 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:128;4;3;gluonpp|128:64;4;2;tma'" ;;
     fwd-pp-fp16) sweep fwd-pp-fp16 60 --pass fwd --headdims 128 --seqlens 16384 --dtype fp16 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma'" ;;
-    bwd-gluon) sweep bwd-gluon 120 --pass bwd --headdims 128,64 --seqlens 16384 \
-        --bwd-space "'64:128;4;2;gluon|64:128;8;3;ptr|64:64;4;3;tma'" ;;
-    bwd-gluon2) sweep bwd-gluon2 120 --pass bwd --headdims 128 --seqlens 16384 \
-        --bwd-space "'64:128;4;1,2;gluonsplit|64:128;8;3;ptr'" ;;
+    bwd-gluon) sweep bwd-gluon 90 --pass bwd --headdims 128 --seqlens 16384 \
+        --bwd-space "'64:128;4;2;gluonsplit|64:128;8;3;ptr'" ;;
+    bwd-gluon-d64) sweep bwd-gluon-d64 90 --pass bwd --headdims 64 --seqlens 16384 \
+        --bwd-space "'64:128;4;2,3;gluon|64:64;4;3;tma'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;

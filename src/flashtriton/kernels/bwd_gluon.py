@@ -4,7 +4,8 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
 (kernels/fwd_gluon.py):
 
 - a producer partition streams the query blocks' Q and dO tiles through ``STAGES``-deep rings
-  by TMA (for grouped-query attention it walks every query head of the key head's group);
+  by TMA, their lse and δ beside them (for grouped-query attention it walks every query head
+  of the key head's group);
 - two consumer warpgroups own BLOCK_N keys each of the program's 2·BLOCK_N keys, keep their K
   and V tiles in shared memory and their dK, dV accumulators in registers. Scores are computed
   transposed (keys are a warpgroup's MMA rows), so Pᵀ and dSᵀ stay in registers as the A
@@ -53,9 +54,11 @@ def _tma_add(tensor_desc, coord, src, _semantic=None):
 @gluon.jit
 def _bwd_producer(args):
     """The default partition: Q and dO tiles of every (query head of the group, query block)
-    step into the rings."""
+    step into the rings by TMA, and the block's lse (as log2, +inf for empty rows) and δ into
+    shared memory beside them (the consumers read them there when they need them: held in
+    registers from the step's start they would spill)."""
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
-     kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
+     lse_smem, delta_smem, kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
      l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dkn, stride_dvn,
      stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
      scale_ds) = args
@@ -71,6 +74,8 @@ def _bwd_producer(args):
     do_desc = tma.make_tensor_descriptor(DO + do_base, shape=[seqlen_q, nheads * HEAD_DIM],
                                          strides=[stride_dom, 1], block_shape=[BLOCK_M, HEAD_DIM],
                                          layout=layout)
+    row_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    rows = gl.arange(0, BLOCK_M, layout=row_layout)
     for it in range(group * n_m):
         slot = it % STAGES
         phase = (it // STAGES) & 1
@@ -82,12 +87,22 @@ def _bwd_producer(args):
                                         q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [m0, head * HEAD_DIM], ready.index(slot),
                                         do_smem.index(slot))
+        offs_m = m0 + rows
+        lse = gl.load(LSE + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
+                      other=float("-inf"))
+        delta = gl.load(DELTA + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
+                        other=0.0)
+        lse_smem.index(slot).store(gl.where(lse == float("-inf"), float("inf"),
+                                            lse * 1.4426950408889634))
+        delta_smem.index(slot).store(delta)
+        gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+        mbarrier.arrive(ready.index(slot))  # the second of the slot's two arrivals
 
 
 @gluon.jit
 def _bwd_consumer(args, WG: gl.constexpr):
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
-     kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
+     lse_smem, delta_smem, kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
      l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dkn, stride_dvn,
      stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
      scale_ds) = args
@@ -141,11 +156,6 @@ def _bwd_consumer(args, WG: gl.constexpr):
         head = h_k * group + it // n_m
         m0 = (m_start + it % n_m) * BLOCK_M
         offs_m = m0 + cols_m
-        lse = gl.load(LSE + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
-                      other=float("-inf"))
-        lse2 = gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634)
-        delta = gl.load(DELTA + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
-                        other=0.0)
         q_s = q_smem.index(slot)
         do_s = do_smem.index(slot)
         mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
@@ -154,12 +164,14 @@ def _bwd_consumer(args, WG: gl.constexpr):
         st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
         # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their K,
         # V and dO rows are zero (no dQ, dK rows not stored)
+        lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if keys0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
             keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
             pt = gl.where(keep, pt, 0.0)
         dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_s, dv, is_async=True)
         dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
+        delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
         dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
         # dSᵀ tiles: two buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step parity
         buf = (it % 2) * 2
@@ -248,6 +260,9 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
     ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], ds_layout)
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_layout)
+    row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
     kv_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -256,11 +271,11 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
         mbarrier.init(kv_bar.index(i), count=1)
         mbarrier.init(ds_ready.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
 
     args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem,
-            dq_smem, kv_bar, ready, empty, ds_ready, b64 * stride_qb,
+            dq_smem, lse_smem, delta_smem, kv_bar, ready, empty, ds_ready, b64 * stride_qb,
             b64 * stride_kb + hk64 * stride_kh,
             b64 * stride_vb + hk64 * stride_vh, b64 * stride_dob, b64 * stride_dqb,
             b64 * stride_dkb + hk64 * stride_dkh, b64 * stride_dvb + hk64 * stride_dvh,
