@@ -46,7 +46,7 @@ for name in $SWEEPS; do
     fwd-pp-fp16) sweep fwd-pp-fp16 60 --pass fwd --headdims 128 --seqlens 16384 --dtype fp16 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma'" ;;
     bwd-gluon) sweep bwd-gluon 90 --pass bwd --headdims 128 --seqlens 16384 \
-        --bwd-space "'64:128;4;2;gluonsplit|64:128;8;3;ptr'" ;;
+        --bwd-space "'64:128;4;2,3;gluonsplit|64:128;8;3;ptr'" ;;
     bwd-gluon-d64) sweep bwd-gluon-d64 90 --pass bwd --headdims 64 --seqlens 16384 \
         --bwd-space "'64:128;4;2,3;gluon|64:64;4;3;tma'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \

@@ -2,7 +2,7 @@
 
     PYTHONPATH=src compute-sanitizer --tool memcheck python3 scripts/sanitize.py [--gluon-only]
 
-``--gluon-only``: just the Gluon forward's launches (quick; also for ``--tool synccheck``).
+``--gluon-only``: just the Gluon kernels' launches (quick; also for ``--tool synccheck``).
 """
 import sys
 
@@ -59,5 +59,13 @@ if torch.cuda.get_device_capability()[0] == 9:
             attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 2, pingpong)
     q64 = torch.randn(2, 700, 2, 64, device="cuda", dtype=torch.float16)
     attn_fwd_gluon(q64, q64, q64, make_params(64, causal=True), 128, 128, 4, 2, True)
+    # the Gluon backward as shipped (split dQ at 128, GQA; head dim 64 unsplit), odd lengths
+    for d, hk, dtype in ((128, 2, torch.bfloat16), (64, 1, torch.float16)):
+        q = torch.randn(1, 333, 4, d, device="cuda", dtype=dtype, requires_grad=True)
+        k, v = (torch.randn(1, 301, hk, d, device="cuda", dtype=dtype, requires_grad=True)
+                for _ in range(2))
+        for causal in (False, True):
+            o5 = flash_attn_func(q, k, v, causal=causal)
+            o5.backward(torch.randn_like(o5))
 torch.cuda.synchronize()
 print("sanitize script finished")

@@ -160,13 +160,15 @@ _BWD = {
 # The Gluon backward on sm_90 (kernels/bwd_gluon.py: a TMA producer, two consumer warpgroups of
 # block_n / 2 keys each, block_m queries per step, dQ by TMA reductions), for the calls it covers
 # (gluon_bwd_eligible, not deterministic); everything else uses _BWD / _BWD_DETERMINISTIC.
-# bench/results/2026-11-29-s4-tune-bwd-gluon-tmareduce.json (16k, bf16): d128 with split dQ
-# 411.2 / 413.3 against the tl kernel's 389.9 / 392.5; d64 365.5 / 362.4 against 305.4 / 312.5
-# (cuDNN 539.4 / 525.6 and 447.2 / 432.4 in the same run). Unsplit at d128 serializes the
-# warpgroup MMAs (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers).
+# 16k, bf16: 2026-11-29-s4-tune-bwd-gluon-lse-smem.json, d128 with split dQ 538.3 / 526.0
+# against the tl kernel's 392.5 / 396.1 (cuDNN 539.7 / 522.0 in the same run);
+# 2026-11-29-s4-tune-bwd-gluon-d64-lse-smem.json, d64 419.2 / 407.4 with three-slot rings
+# (two: 413.0 / 407.4; the tl kernel 247.4 / 249.2; cuDNN 447.3 / 431.1). Unsplit at d128
+# serializes the warpgroup MMAs (ptxas C7512: a [64, 128] dQ accumulator leaves too few
+# registers), as do 128-query steps at d64.
 _BWD_GLUON = {
-    (64, False): KernelConfig(64, 128, 4, 2, gluon=True),
-    (64, True): KernelConfig(64, 128, 4, 2, gluon=True),
+    (64, False): KernelConfig(64, 128, 4, 3, gluon=True),
+    (64, True): KernelConfig(64, 128, 4, 3, gluon=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
 }
