@@ -48,7 +48,7 @@ for name in $SWEEPS; do
     bwd-gluon) sweep bwd-gluon 90 --pass bwd --headdims 128 --seqlens 16384 \
         --bwd-space "'64:128;4;2,3;gluonsplit|64:128;8;3;ptr'" ;;
     bwd-gluon-d64) sweep bwd-gluon-d64 90 --pass bwd --headdims 64 --seqlens 16384 \
-        --bwd-space "'64:128;4;2,3;gluon|64:64;4;3;tma'" ;;
+        --bwd-space "'64:128;4;2,3;gluon,gluonsplit|64:64;4;3;tma'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;

@@ -52,7 +52,7 @@ def main():
     # gluon = the Gluon kernel where it applies: forward, a TMA producer and two consumer
     # warpgroups of `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
     # backward, the dK/dV kernel; gluonpp = the forward's with the consumers taking turns;
-    # gluonsplit = the backward's with dQ's columns split between the consumers, head dim 128)
+    # gluonsplit = the backward's with dQ's columns split between the consumers)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)

@@ -76,20 +76,20 @@ def test_gluon_backward_matches_reference(monkeypatch, b, sq, sk, h, hk, d, caus
     run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype)
 
 
-@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", [c for c in CASES if c.values[5] == 128])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
 def test_gluon_backward_split_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
-    """The other dQ layout at head dim 128: the consumers share dS, each computes half of dQ's
-    columns."""
+    """The other dQ layout: the consumers share dS, each computes half of dQ's columns (at head
+    dim 64 from K kept with a 64-byte swizzle)."""
     run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True)
 
 
-def test_split_dq_needs_head_dim_128():
+def test_other_head_dims_refused():
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
 
-    q, k, v, do = (randn(1, 64, 2, 64, dtype=BF16) for _ in range(4))
+    q, k, v, do = (randn(1, 64, 2, 96, dtype=BF16) for _ in range(4))
     lse = torch.zeros(1, 2, 64, device=q.device)
-    with pytest.raises(ValueError, match="split_dq needs head dim 128"):
-        attn_bwd_gluon(do, q, k, v, lse, lse, make_params(64), split_dq=True)
+    with pytest.raises(ValueError, match="covers 64 and 128, not 96"):
+        attn_bwd_gluon(do, q, k, v, lse, lse, make_params(96))
 
 
 def test_selected_by_default_but_not_when_deterministic(monkeypatch):

@@ -16,10 +16,11 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
       dSᵀ = Pᵀ ∘ (dPᵀ − δ)            dK += dSᵀ Q;  dSᵀ → shared memory
       dQ_part = dS K  → shared memory → TMA reduce-add into the float32 dQ
 
-  Each warpgroup adds its own [BLOCK_M, HEAD_DIM] part of dQ; or, with SPLIT_DQ (head dim 128),
-  the two share their dS tiles (an mbarrier per buffer, which keeps them in step) and each
-  computes half of dQ's columns over all 2·BLOCK_N keys, so a query block's dQ is added once
-  per program (at 64 a 32-column half would start inside a 128-byte swizzle row of K). No warpgroup MMA stays in flight across the loop's back edge
+  Each warpgroup adds its own [BLOCK_M, HEAD_DIM] part of dQ; or, with SPLIT_DQ, the two share
+  their dS tiles (an mbarrier per buffer, which keeps them in step) and each computes half of
+  dQ's columns over all 2·BLOCK_N keys, so a query block's dQ is added once per program (at
+  head dim 64, K is kept with a 64-byte swizzle so that its 32-column halves start on a
+  swizzle row). No warpgroup MMA stays in flight across the loop's back edge
   (ptxas serializes every MMA of the kernel otherwise; see fwd_gluon.py).
 
 The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
@@ -123,8 +124,6 @@ def _bwd_consumer(args, WG: gl.constexpr):
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                         instr_shape=[16, DQ_COLS, 16])
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-
     keys0 = n0 + WG * BLOCK_N
     k_s = k_smem.index(WG)
     v_s = v_smem.index(WG)
@@ -132,10 +131,10 @@ def _bwd_consumer(args, WG: gl.constexpr):
     kb = kv_bar.index(WG)
     k_desc = tma.make_tensor_descriptor(K + k_base, shape=[seqlen_k, HEAD_DIM],
                                         strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM],
-                                        layout=kv_layout)
+                                        layout=k_smem.type.layout)
     v_desc = tma.make_tensor_descriptor(V + v_base, shape=[seqlen_k, HEAD_DIM],
                                         strides=[stride_vn, 1], block_shape=[BLOCK_N, HEAD_DIM],
-                                        layout=kv_layout)
+                                        layout=v_smem.type.layout)
     dq_desc = tma.make_tensor_descriptor(DQ + dq_base, shape=[seqlen_q, nheads * HEAD_DIM],
                                          strides=[stride_dqm, 1],
                                          block_shape=[BLOCK_M, DQ_COLS],
@@ -251,12 +250,17 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT_DQ else HEAD_DIM
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    # split dQ reads K in DQ_COLS-column slices, which must start on a swizzle row: at head dim
+    # 64 (32-column halves) K is stored with a 64-byte swizzle
+    k_layout: gl.constexpr = (gl.NVMMASharedLayout(swizzle_byte_width=DQ_COLS * 2,
+                                                   element_bitwidth=16, rank=2)
+                              if SPLIT_DQ and DQ_COLS * 2 < 128 else kv_layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     dq_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, DQ_COLS],
                                                                    gl.float32)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
-    k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], k_layout)
     v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
     ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], ds_layout)
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_layout)
@@ -303,16 +307,16 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
-    ``split_dq`` (head dim 128 only): the consumers share dS and each computes half of dQ's
-    columns. Returns (dq float32, dk, dv)."""
+    ``split_dq``: the consumers share dS and each computes half of dQ's columns. Returns
+    (dq float32, dk, dv)."""
     from flashtriton.configs import LOG2E
     from flashtriton.kernels.common import ensure_allocator
 
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
-    if split_dq and d != 128:
-        raise ValueError(f"split_dq needs head dim 128 (64-column halves), not {d}")
+    if d not in (64, 128):
+        raise ValueError(f"head dim: the Gluon backward covers 64 and 128, not {d}")
     # (batch, seqlen, heads · head_dim) rows for the reduction's descriptor
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
