@@ -109,11 +109,11 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_backward_entry_compiles(head_dim):
-    """The Gluon backward as shipped (configs._BWD_GLUON; split dQ at 128): warpgroup MMAs not
+    """The Gluon backward as shipped (configs._BWD_GLUON, split dQ): warpgroup MMAs not
     serialized by ptxas, TMA loads, dQ added by TMA reductions."""
     r = _sass("--kernel", "gluon_bwd", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_bwd_ws" and not r["wgmma_serialized"]
-    assert r["constexprs"]["SPLIT_DQ"] == (head_dim == 128)
+    assert r["constexprs"]["SPLIT_DQ"]
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["instructions"]["UTMAREDG"] > 0
 

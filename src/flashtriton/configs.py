@@ -161,14 +161,16 @@ _BWD = {
 # block_n / 2 keys each, block_m queries per step, dQ by TMA reductions), for the calls it covers
 # (gluon_bwd_eligible, not deterministic); everything else uses _BWD / _BWD_DETERMINISTIC.
 # 16k, bf16: 2026-11-29-s4-tune-bwd-gluon-lse-smem.json, d128 with split dQ 538.3 / 526.0
-# against the tl kernel's 392.5 / 396.1 (cuDNN 539.7 / 522.0 in the same run);
-# 2026-11-29-s4-tune-bwd-gluon-d64-lse-smem.json, d64 419.2 / 407.4 with three-slot rings
-# (two: 413.0 / 407.4; the tl kernel 247.4 / 249.2; cuDNN 447.3 / 431.1). Unsplit at d128
-# serializes the warpgroup MMAs (ptxas C7512: a [64, 128] dQ accumulator leaves too few
-# registers), as do 128-query steps at d64.
+# against the tl kernel's 392.5 / 396.1 (cuDNN 539.7 / 522.0 in the same run; three-slot rings
+# 518.7 / 523.0 in 2026-11-29-s4-tune-bwd-gluon-stages.json); d64:
+# 2026-11-29-s4-tune-bwd-gluon-d64-split.json, split dQ with two-slot rings 420.7 / 421.6
+# (unsplit 413.0 / 405.3, three slots 418.5 / 408.7; split with three 421.8 / 400.0; the tl
+# kernel 250.0 / 249.5; cuDNN 449.5 / 430.4). Unsplit at d128 serializes the warpgroup MMAs
+# (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers), as do 128-query steps at
+# d64.
 _BWD_GLUON = {
-    (64, False): KernelConfig(64, 128, 4, 3, gluon=True),
-    (64, True): KernelConfig(64, 128, 4, 3, gluon=True),
+    (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
+    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
 }
