@@ -89,7 +89,7 @@ class KernelConfig:
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
     gluon: bool = False  # the Gluon kernel where it applies: fwd_gluon.py / bwd_gluon.py
     pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
-    split_dq: bool = False  # Gluon backward, head dim 128: the consumers share dS, each computing
+    split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
     #                         half of dQ's columns (one dQ reduction per step, not two)
 
 
