@@ -4,7 +4,8 @@
 #   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sweeps|all]
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
-# fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64.
+# fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
+# bwd-gluon-fp16 / bwd-gluon-bf16 (the shipped backward config in each dtype).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -49,6 +50,10 @@ for name in $SWEEPS; do
         --bwd-space "'64:128;4;2,3;gluonsplit|64:128;8;3;ptr'" ;;
     bwd-gluon-d64) sweep bwd-gluon-d64 90 --pass bwd --headdims 64 --seqlens 16384 \
         --bwd-space "'64:128;4;2,3;gluon,gluonsplit|64:64;4;3;tma'" ;;
+    bwd-gluon-fp16) sweep bwd-gluon-fp16 90 --pass bwd --headdims 128,64 --seqlens 16384 \
+        --dtype fp16 --bwd-space "'64:128;4;2;gluonsplit'" ;;
+    bwd-gluon-bf16) sweep bwd-gluon-bf16 90 --pass bwd --headdims 128,64 --seqlens 16384 \
+        --bwd-space "'64:128;4;2;gluonsplit'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;
