@@ -26,7 +26,8 @@ from flashtriton.kernels.bwd import attn_bwd
 from flashtriton.kernels.fwd import attn_fwd
 
 
-LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit")  # see --fwd-space
+LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
+         "gluonpppers")  # see --fwd-space
 
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
@@ -52,7 +53,8 @@ def main():
     # gluon = the Gluon kernel where it applies: forward, a TMA producer and two consumer
     # warpgroups of `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
     # backward, the dK/dV kernel; gluonpp = the forward's with the consumers taking turns;
-    # gluonsplit = the backward's with dQ's columns split between the consumers)
+    # gluonsplit = the backward's with dQ's columns split between the consumers;
+    # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)
@@ -76,8 +78,9 @@ def main():
             bm, bn = bl.split(":")
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
                                warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
-                               gluon=ld.startswith("gluon"), pingpong=ld == "gluonpp",
-                               split_dq=ld == "gluonsplit")
+                               gluon=ld.startswith("gluon"),
+                               pingpong=ld in ("gluonpp", "gluonpppers"),
+                               split_dq=ld == "gluonsplit", persistent=ld.endswith("pers"))
 
     spaces = {"fwd": list(space(args.fwd_space)), "bwd": list(space(args.bwd_space))}  # checked
     for pas in args.passes.split(","):
@@ -164,6 +167,7 @@ def main():
                f"{' ws' if best['warp_specialize'] else (' tma' if best['tma'] else ' ptr')}"
                f"{' dqtma' if best['dq_tma'] else ''}{' gluon' if best.get('gluon') else ''}"
                f"{' split' if best.get('split_dq') else ''}{' pp' if best.get('pingpong') else ''}"
+               f"{' pers' if best.get('persistent') else ''}"
                if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")

@@ -22,10 +22,11 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 
 def case(b, sq, sk, h, hk, d, causal, dtype, blocks):
-    """blocks: (block_m, block_n, warps per consumer, stages, pingpong), the launcher's order."""
+    """blocks: (block_m, block_n, warps per consumer, stages, pingpong[, persistent]), the
+    launcher's order."""
     tag = (f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}-{str(dtype).split('.')[-1]}"
            f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}s{blocks[3]}"
-           f"{'-pingpong' if blocks[4] else ''}")
+           f"{'-pingpong' if blocks[4] else ''}{'-persistent' if blocks[5:] == (True,) else ''}")
     return pytest.param(b, sq, sk, h, hk, d, causal, dtype, blocks, id=tag)
 
 
@@ -53,6 +54,20 @@ CASES = [
     case(2, 777, 901, 8, 2, 128, True, BF16, PP),
     case(1, 4096, 4096, 2, 2, 128, True, BF16, PP),
     case(1, 3000, 3000, 2, 2, 64, False, BF16, PP),
+]
+# the persistent kernel: one program per SM walks the tiles (more tiles than SMs in the larger
+# cases, so programs carry the rings, Q buffers and ping-pong turns from tile to tile)
+PERS, PPPERS, PERS64 = (*S2, True), (*PP, True), (128, 64, 4, 3, False, True)
+CASES += [
+    case(1, 1, 1, 2, 2, 128, True, BF16, PPPERS),
+    case(1, 129, 65, 4, 2, 128, True, BF16, PPPERS),
+    case(1, 65, 300, 4, 1, 128, True, F16, PERS),
+    case(1, 257, 383, 2, 2, 64, False, F16, PERS64),
+    case(4, 1000, 1000, 16, 16, 128, False, BF16, PPPERS),
+    case(4, 1000, 1000, 16, 16, 128, True, BF16, PPPERS),
+    case(3, 777, 901, 16, 4, 128, True, F16, PERS),
+    case(4, 1000, 1000, 32, 32, 64, True, BF16, PERS),
+    case(2, 2049, 2049, 24, 24, 64, False, BF16, PERS),
 ]
 
 
@@ -89,15 +104,17 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     q, k, v = (randn(2, 600, 4, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 4, 3, gluon=True))
-    assert calls == [(128, 64, 4, 3, False)]
+    assert calls == [(128, 64, 4, 3, False, False)]
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True))
-    assert calls[-1] == (128, 128, 4, 2, True)
+    assert calls[-1] == (128, 128, 4, 2, True, False)
+    fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, persistent=True))
+    assert calls[-1] == (128, 128, 4, 2, False, True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
-    assert len(calls) == 2, "gluon=False must run the tl kernel"
+    assert len(calls) == 3, "gluon=False must run the tl kernel"
     out = flash_attn_func(q, k, v, causal=True)  # the shipped config: the Gluon kernel
-    assert len(calls) == 3 and calls[-1] == (128, 128, 4, 2, True)
+    assert len(calls) == 4 and calls[-1] == (128, 128, 4, 2, True, False)
     flash_attn_func(q, k, v, causal=True, softcap=10.0)  # not covered: the tl kernel
-    assert len(calls) == 3
+    assert len(calls) == 4
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, upcast=False)
     assert_close(out, ref, low, name="out")

@@ -91,6 +91,7 @@ class KernelConfig:
     pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
     split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
     #                         half of dQ's columns (one dQ reduction per step, not two)
+    persistent: bool = False  # Gluon forward: one program per SM walks the tiles
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at

@@ -21,6 +21,8 @@ path: everything this file does not cover, and the Triton interpreter, use it.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -272,6 +274,253 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                         (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
+@gluon.jit
+def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, reverse, BLOCK_M2: gl.constexpr,
+               BLOCK_N: gl.constexpr):
+    """Tile ``t`` of the persistent forward: (batch, head, key head, first row, key tiles).
+    Tiles run head by head, a head's row blocks in order (last first when ``reverse``: causal,
+    longest first), as the one-program-per-tile launch orders them."""
+    bh = t // n_m
+    pid_m = t % n_m
+    if reverse:
+        pid_m = n_m - 1 - pid_m
+    b = bh // nheads
+    h = bh % nheads
+    m0 = pid_m * BLOCK_M2
+    n_tiles = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(m0 + BLOCK_M2 + shift, 0)), BLOCK_N)
+    return b, h, h // group, m0, n_tiles
+
+
+@gluon.jit
+def _pers_producer(args):
+    """Persistent forward, the default partition: for each of the program's tiles, both
+    consumers' Q blocks (once each has released its buffer) and the K/V tiles through the rings;
+    one set of rank-4 descriptors over (batch, seqlen, heads, head_dim) serves every tile."""
+    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty, v_ready,
+     v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale, n_m, total,
+     reverse, stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb,
+     stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    q_desc = tma.make_tensor_descriptor(Q, shape=[batch, seqlen_q, nheads, HEAD_DIM],
+                                        strides=[stride_qb, stride_qm, stride_qh, 1],
+                                        block_shape=[1, BLOCK_M, 1, HEAD_DIM],
+                                        layout=q_smem.type.layout)
+    k_desc = tma.make_tensor_descriptor(K, shape=[batch, seqlen_k, nheads // group, HEAD_DIM],
+                                        strides=[stride_kb, stride_kn, stride_kh, 1],
+                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                        layout=k_smem.type.layout)
+    v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads // group, HEAD_DIM],
+                                        strides=[stride_vb, stride_vn, stride_vh, 1],
+                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                        layout=v_smem.type.layout)
+    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+    kv = 0  # K/V tiles issued so far: the rings' slots and phases run on across tiles
+    local = 0
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, reverse,
+                                            2 * BLOCK_M, BLOCK_N)
+        for w in gl.static_range(2):
+            mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
+            mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
+            tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
+                                            q_smem.index(w))
+        for i in range(n_tiles):
+            slot = (kv + i) % STAGES
+            phase = ((kv + i) // STAGES) & 1
+            mbarrier.wait(k_empty.index(slot), phase ^ 1)
+            mbarrier.expect(k_ready.index(slot), kv_bytes)
+            tma.async_copy_global_to_shared(k_desc, [b, i * BLOCK_N, h_k, 0], k_ready.index(slot),
+                                            k_smem.index(slot))
+            mbarrier.wait(v_empty.index(slot), phase ^ 1)
+            mbarrier.expect(v_ready.index(slot), kv_bytes)
+            tma.async_copy_global_to_shared(v_desc, [b, i * BLOCK_N, h_k, 0], v_ready.index(slot),
+                                            v_smem.index(slot))
+        kv += n_tiles
+        local += 1
+
+
+@gluon.jit
+def _pers_consumer(args, WG: gl.constexpr):
+    """Persistent forward, one consumer warpgroup: for each tile, the step loop of
+    ``_ws_consumer`` on ring positions that run on across tiles; Q's buffer is released as soon
+    as the tile's last S product has completed (the producer loads the next Q under this tile's
+    last P V and epilogue); O leaves through its own buffer by TMA."""
+    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty, v_ready,
+     v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale, n_m, total,
+     reverse, stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb,
+     stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    PINGPONG: gl.constexpr = turn.type.shape[0] == 2
+    dtype: gl.constexpr = Q.dtype.element_ty
+    WARPS: gl.constexpr = gl.num_warps()
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    o_desc = tma.make_tensor_descriptor(O, shape=[batch, seqlen_q, nheads, HEAD_DIM],
+                                        strides=[stride_ob, stride_om, stride_oh, 1],
+                                        block_shape=[1, BLOCK_M, 1, HEAD_DIM],
+                                        layout=o_smem.type.layout)
+    q_s = q_smem.index(WG).reshape([BLOCK_M, HEAD_DIM])
+    o_s = o_smem.index(WG)
+    qb = q_bar.index(WG)
+    qe = q_empty.index(WG)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    kv = 0
+    local = 0
+    turns = 0  # ping-pong waits so far (n_tiles - 1 per tile)
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, reverse,
+                                            2 * BLOCK_M, BLOCK_N)
+        rows0 = m0 + WG * BLOCK_M
+        n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
+        offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
+        m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+        l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
+        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+        mbarrier.wait(qb, local & 1)
+        mbarrier.arrive(qe, pred=n_tiles == 0)  # no product reads this Q
+        if n_tiles > 0:
+            slot0 = kv % STAGES
+            mbarrier.wait(k_ready.index(slot0), (kv // STAGES) & 1)
+            s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                              zero_s, use_acc=False, is_async=True)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            mbarrier.arrive(k_empty.index(slot0))
+            mbarrier.arrive(qe, pred=n_tiles == 1)  # the tile's last S product is done
+            if 0 >= n_full:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
+                                                    qk_scale, True, BLOCK_N, s_layout)
+            else:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
+                                                    qk_scale, False, BLOCK_N, s_layout)
+            p16 = p.to(dtype)
+            for j in range(0, n_tiles - 1):
+                slot = (kv + j) % STAGES
+                nslot = (kv + j + 1) % STAGES
+                mbarrier.wait(turn.index(WG), (turns + j) & 1, pred=PINGPONG)
+                mbarrier.wait(k_ready.index(nslot), ((kv + j + 1) // STAGES) & 1)
+                s_next = warpgroup_mma(
+                    q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                    zero_s, use_acc=False, is_async=True)
+                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+                p_op = gl.convert_layout(p16, p_layout)
+                mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
+                acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
+                                    is_async=True)
+                mbarrier.arrive(turn.index(1 - WG), pred=PINGPONG)
+                s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
+                mbarrier.arrive(k_empty.index(nslot))
+                mbarrier.arrive(qe, pred=j == n_tiles - 2)  # the tile's last S product is done
+                if j + 1 >= n_full:
+                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
+                                                        seqlen_k, shift, qk_scale, True,
+                                                        BLOCK_N, s_layout)
+                else:
+                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
+                                                        seqlen_k, shift, qk_scale, False,
+                                                        BLOCK_N, s_layout)
+                p16 = p.to(dtype)
+                acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+                mbarrier.arrive(v_empty.index(slot))
+            slot = (kv + n_tiles - 1) % STAGES
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p16, p_layout)
+            mbarrier.wait(v_ready.index(slot), ((kv + n_tiles - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
+                                is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(slot))
+        seen = l_i > 0.0
+        l_safe = gl.where(seen, l_i, 1.0)
+        lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+        out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+        tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
+        o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [b, rows0, h, 0], o_s)
+        gl.store(LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + offs_m, lse,
+                 mask=offs_m < seqlen_q)
+        kv += n_tiles
+        local += 1
+        turns += gl.maximum(n_tiles - 1, 0)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _pers_consumer0(args):
+    _pers_consumer(args, 0)
+
+
+@gluon.jit
+def _pers_consumer1(args):
+    _pers_consumer(args, 1)
+
+
+@gluon.jit
+def _attn_fwd_persistent(Q, K, V, O, LSE,
+                         stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
+                         stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
+                         stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
+                         qk_scale, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                         BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                         CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr):
+    """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
+    (2·BLOCK_M rows of a head) t = program_id, + num_programs, …, in the launch order of
+    ``_attn_fwd_ws`` (``reverse``: causal, each head's longest rows first); partitions as
+    ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
+    so the next tile's loads run under the current one's last products and epilogue."""
+    dtype: gl.constexpr = Q.dtype.element_ty
+    n_m = gl.cdiv(seqlen_q, 2 * BLOCK_M)
+    total = n_m * batch * nheads
+    if not CAUSAL:
+        shift = seqlen_k  # every key is left of every row's diagonal
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, 1, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
+                                                                   dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+    o_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bar.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
+        mbarrier.init(v_empty.index(i), count=2)
+    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1],
+                                     mbarrier.MBarrierLayout())
+    for i in gl.static_range(2 if PINGPONG else 1):
+        mbarrier.init(turn.index(i), count=1)
+    if PINGPONG:
+        mbarrier.arrive(turn.index(0))  # the first consumer issues first
+
+    args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty,
+            v_ready, v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
+            n_m, total, reverse, stride_qb, stride_qm, stride_qh, stride_kb,
+            stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_ob, stride_om,
+            stride_oh, stride_lb, stride_lh)
+    gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
+                        (_pers_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+
+
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
     """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64 or 128, no mask,
     softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU (sm_90:
@@ -287,12 +536,25 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and tma_ready(q, k, v))
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _num_sms(device) -> int:
+    """Streaming multiprocessors of ``device`` (the persistent grid's size); 132 where the
+    device is not a GPU (the analysis tools compile for an H200 without one)."""
+    if device.type != "cuda":
+        return 132
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
-                   num_stages: int = 2, pingpong: bool = False):
+                   num_stages: int = 2, pingpong: bool = False, persistent: bool = False):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between two consumer warpgroups of num_warps warps; block_n keys per tile, num_stages-deep
-    K/V rings. q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like
-    ``kernels.fwd.attn_fwd``."""
+    K/V rings. ``persistent``: one program per SM walks the tiles (``_attn_fwd_persistent``).
+    q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     from flashtriton.configs import LOG2E
     from flashtriton.kernels.common import ensure_allocator
 
@@ -305,6 +567,18 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     # the consumers and a producer warpgroup share the SM's 64K registers
     maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
+    if persistent:
+        tiles = triton.cdiv(seqlen_q, block_m) * batch * nheads
+        _attn_fwd_persistent[(max(1, min(tiles, _num_sms(q.device)),))](
+            q, k, v, o, lse,
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+            lse.stride(0), lse.stride(1), batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
+            shift, params.softmax_scale * LOG2E, 1 if causal else 0, HEAD_DIM=d,
+            BLOCK_M=block_m // 2,
+            BLOCK_N=block_n, STAGES=num_stages, CAUSAL=causal, CONSUMER_WARPS=num_warps,
+            PINGPONG=pingpong, num_warps=4, maxnreg=maxnreg)
+        return o, lse
     grid = (triton.cdiv(seqlen_q, block_m), batch * nheads)
     _attn_fwd_ws[grid](
         q, k, v, o, lse,
