@@ -569,7 +569,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
     if persistent:
         tiles = triton.cdiv(seqlen_q, block_m) * batch * nheads
-        _attn_fwd_persistent[(max(1, min(tiles, _num_sms(q.device)),))](
+        grid = (max(1, min(tiles, _num_sms(q.device))),)
+        _attn_fwd_persistent[grid](
             q, k, v, o, lse,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
