@@ -59,7 +59,12 @@ if torch.cuda.get_device_capability()[0] == 9:
             attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 2, pingpong)
     q64 = torch.randn(2, 700, 2, 64, device="cuda", dtype=torch.float16)
     attn_fwd_gluon(q64, q64, q64, make_params(64, causal=True), 128, 128, 4, 2, True)
-    # the Gluon backward as shipped (split dQ at 128, GQA; head dim 64 unsplit), odd lengths
+    # the persistent forward (opt-in): more tiles than SMs, GQA, causal and not, ping-pong
+    qp = torch.randn(3, 777, 16, 128, device="cuda", dtype=torch.bfloat16)
+    kp = torch.randn(3, 901, 4, 128, device="cuda", dtype=torch.bfloat16)
+    for causal in (False, True):
+        attn_fwd_gluon(qp, kp, kp, make_params(128, causal=causal), 128, 128, 4, 2, True, True)
+    # the Gluon backward as shipped (split dQ, GQA at 128), odd lengths
     for d, hk, dtype in ((128, 2, torch.bfloat16), (64, 1, torch.float16)):
         q = torch.randn(1, 333, 4, d, device="cuda", dtype=dtype, requires_grad=True)
         k, v = (torch.randn(1, 301, hk, d, device="cuda", dtype=dtype, requires_grad=True)
