@@ -108,6 +108,16 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
+def test_gluon_persistent_forward_entry_compiles(head_dim):
+    """The persistent Gluon forward (opt-in): no serialized warpgroup MMAs, no spills, TMA loads
+    through its rank-4 descriptors."""
+    r = _sass("--kernel", "gluon_fwd_persistent", "--headdim", str(head_dim))
+    assert r["kernel"] == "_attn_fwd_persistent" and not r["wgmma_serialized"]
+    assert r["spill_bytes"] == 0
+    assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_backward_entry_compiles(head_dim):
     """The Gluon backward as shipped (configs._BWD_GLUON, split dQ): warpgroup MMAs not
     serialized by ptxas, TMA loads, dQ added by TMA reductions."""
