@@ -117,6 +117,14 @@ def test_gluon_persistent_forward_entry_compiles(head_dim):
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
 
 
+def test_pinned_triton_has_the_tma_reduction():
+    """The Gluon backward adds dQ by TMA reductions; without the builder call the public
+    backward would fall back to the tl kernels on sm_90 (gluon_bwd_eligible)."""
+    from flashtriton.kernels.bwd_gluon import HAS_TMA_REDUCE
+
+    assert HAS_TMA_REDUCE
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_backward_entry_compiles(head_dim):
     """The Gluon backward as shipped (configs._BWD_GLUON, split dQ): warpgroup MMAs not

@@ -39,6 +39,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 
 _empty = torch.empty
+try:  # the TMA reduction's builder call (Triton 3.6 has it; see _tma_add)
+    from triton._C.libtriton import gluon_ir as _gluon_ir
+
+    HAS_TMA_REDUCE = hasattr(_gluon_ir.GluonOpBuilder, "create_async_tma_reduce")
+except ImportError:
+    HAS_TMA_REDUCE = False
 
 
 @gl_core.builtin
@@ -293,13 +299,14 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
     """Does the Gluon backward cover this call? As the forward's ``gluon_eligible``, plus: no
-    dropout, and q and dO with their heads contiguous in a row (stride(2) == head_dim), since
-    the kernel reads them through (seqlen, heads · head_dim) descriptors."""
+    dropout, q and dO with their heads contiguous in a row (stride(2) == head_dim), since the
+    kernel reads them through (seqlen, heads · head_dim) descriptors, and a Triton whose Gluon
+    builder has the TMA reduction (``HAS_TMA_REDUCE``)."""
     from flashtriton.kernels.common import tma_ready
     from flashtriton.kernels.fwd_gluon import gluon_eligible
 
     d = q.shape[-1]
-    return (gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
+    return (HAS_TMA_REDUCE and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
 
 
