@@ -103,26 +103,18 @@ def _no_descriptor_allocator():
         common.ensure_allocator = saved
 
 
-def _gluon_fwd(shape: Shape):
-    from flashtriton.configs import _FWD_GLUON, make_params
-    from flashtriton.kernels import fwd_gluon
+def _gluon_fwd(persistent: bool):
+    def launch(shape: Shape):
+        from flashtriton.configs import _FWD_GLUON, make_params
+        from flashtriton.kernels import fwd_gluon
 
-    cfg = _FWD_GLUON[(shape.head_dim, False)]
-    with _no_descriptor_allocator():
-        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim),
-                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
-                                 cfg.num_warps, cfg.num_stages, cfg.pingpong)
-
-
-def _gluon_fwd_persistent(shape: Shape):
-    from flashtriton.configs import _FWD_GLUON, make_params
-    from flashtriton.kernels import fwd_gluon
-
-    cfg = _FWD_GLUON[(shape.head_dim, False)]
-    with _no_descriptor_allocator():
-        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim),
-                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
-                                 cfg.num_warps, cfg.num_stages, cfg.pingpong, persistent=True)
+        cfg = _FWD_GLUON[(shape.head_dim, False)]
+        with _no_descriptor_allocator():
+            fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
+                                     make_params(shape.head_dim), shape.block_m or cfg.block_m,
+                                     shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
+                                     cfg.pingpong, persistent)
+    return launch
 
 
 def _gluon_bwd(shape: Shape):
@@ -163,9 +155,9 @@ def _production_bwd(deterministic: bool):
 KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
-                           _gluon_fwd, "_attn_fwd_ws"),
+                           _gluon_fwd(False), "_attn_fwd_ws"),
     "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, opt-in (kernels/fwd_gluon.py)",
-                                      _gluon_fwd_persistent, "_attn_fwd_persistent"),
+                                      _gluon_fwd(True), "_attn_fwd_persistent"),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",

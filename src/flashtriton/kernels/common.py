@@ -49,6 +49,17 @@ def cuda_major(device) -> int:
     return torch.cuda.get_device_capability(device)[0] if device.type == "cuda" else 0
 
 
+@functools.lru_cache(maxsize=None)
+def num_sms(device) -> int:
+    """Streaming multiprocessors of a CUDA device, looked up once; 132 (an H200's) for other
+    devices, where only the analysis tools ask (they compile for an H200 without one)."""
+    import torch
+
+    if device.type != "cuda":
+        return 132
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def tma_ready(*tensors) -> bool:
     """Can these tensors be read through device-side tensor descriptors (TMA)?
 

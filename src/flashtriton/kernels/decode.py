@@ -18,7 +18,6 @@ Scores are in log2 units throughout (see ``common``); the returned lse is in nat
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ from flashtriton.kernels.common import (
     inner_ranges,
     is_interpreting,
     mma,
+    num_sms,
     scores_log2,
     softmax_step,
 )
@@ -79,11 +79,6 @@ MAX_SPLITS = 128
 MIN_BLOCKS_PER_SPLIT = 2
 PROGRAMS_PER_SM = 4
 INTERPRETER_SPLITS = 2  # no SMs to fill on CPU: a small fixed count still exercises the combine
-
-
-@functools.lru_cache(maxsize=None)
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def num_splits_heuristic(work: int, n_key_blocks: int, num_sms: int,
@@ -408,7 +403,7 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
             num_splits = INTERPRETER_SPLITS
         else:
             num_splits = num_splits_heuristic(batch * nheads_k * m_tiles, n_key_blocks,
-                                              _num_sms(q.device.index or 0))
+                                              num_sms(q.device))
     num_splits = max(1, min(num_splits, n_key_blocks, MAX_SPLITS))
     split = num_splits > 1
     if split:

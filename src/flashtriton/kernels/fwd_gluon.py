@@ -21,8 +21,6 @@ path: everything this file does not cover, and the Triton interpreter, use it.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 from triton.experimental import gluon
@@ -209,6 +207,30 @@ def _ws_consumer1(args):
 
 
 @gluon.jit
+def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr):
+    """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer) and the
+    consumers' ping-pong turns: one barrier per consumer, its turn to issue, the first
+    consumer's already passed; a single unused one without ping-pong (constexprs do not reach
+    the partitions, the buffer's shape does)."""
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_empty.index(i), count=2)
+    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1],
+                                     mbarrier.MBarrierLayout())
+    for i in gl.static_range(2 if PINGPONG else 1):
+        mbarrier.init(turn.index(i), count=1)
+    if PINGPONG:
+        mbarrier.arrive(turn.index(0))
+    return k_ready, k_empty, v_ready, v_empty, turn
+
+
+@gluon.jit
 def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                  stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
@@ -246,25 +268,9 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(q_bar.index(i), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(k_ready.index(i), count=1)
-        mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
-        mbarrier.init(v_empty.index(i), count=2)
-    # consumer ping-pong: one barrier per consumer (its turn to issue); a single unused one
-    # without (constexprs do not reach the partitions, the buffer's shape does)
-    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1],
-                                     mbarrier.MBarrierLayout())
-    for i in gl.static_range(2 if PINGPONG else 1):
-        mbarrier.init(turn.index(i), count=1)
-    if PINGPONG:
-        mbarrier.arrive(turn.index(0))  # the first consumer issues first
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG)
 
     args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
             turn, q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn,
@@ -493,24 +499,10 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
-    for i in gl.static_range(STAGES):
-        mbarrier.init(k_ready.index(i), count=1)
-        mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer
-        mbarrier.init(v_empty.index(i), count=2)
-    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1],
-                                     mbarrier.MBarrierLayout())
-    for i in gl.static_range(2 if PINGPONG else 1):
-        mbarrier.init(turn.index(i), count=1)
-    if PINGPONG:
-        mbarrier.arrive(turn.index(0))  # the first consumer issues first
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG)
 
     args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty,
             v_ready, v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
@@ -536,19 +528,6 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and tma_ready(q, k, v))
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def _num_sms(device) -> int:
-    """Streaming multiprocessors of ``device`` (the persistent grid's size); 132 where the
-    device is not a GPU (the analysis tools compile for an H200 without one)."""
-    if device.type != "cuda":
-        return 132
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
@@ -556,7 +535,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     K/V rings. ``persistent``: one program per SM walks the tiles (``_attn_fwd_persistent``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     from flashtriton.configs import LOG2E
-    from flashtriton.kernels.common import ensure_allocator
+    from flashtriton.kernels.common import ensure_allocator, num_sms
 
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
@@ -569,7 +548,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
     if persistent:
         tiles = triton.cdiv(seqlen_q, block_m) * batch * nheads
-        grid = (max(1, min(tiles, _num_sms(q.device))),)
+        grid = (max(1, min(tiles, num_sms(q.device))),)
         _attn_fwd_persistent[grid](
             q, k, v, o, lse,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
