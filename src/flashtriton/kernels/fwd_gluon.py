@@ -89,27 +89,114 @@ def _ws_producer(args):
 
 
 @gluon.jit
+def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
+                 turns, n_tiles, n_full, offs_m, seqlen_k, shift, qk_scale, WG: gl.constexpr,
+                 BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr):
+    """One consumer's rows against the ``n_tiles`` key tiles of a tile of work: per step it
+    issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
+    of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
+    also take turns to issue, so that one's softmax runs under the other's products). Ring
+    positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
+    them across tiles); ``RELEASE_Q``: arrive on ``qe`` once the last S product has completed.
+    Returns (acc, m_i, l_i), O unnormalized."""
+    BLOCK_M: gl.constexpr = q_s.type.shape[0]
+    HEAD_DIM: gl.constexpr = q_s.type.shape[1]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    PINGPONG: gl.constexpr = turn.type.shape[0] == 2
+    dtype: gl.constexpr = q_s.dtype
+    s_layout: gl.constexpr = zero_s.type.layout
+    WARPS: gl.constexpr = gl.num_warps()
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    if n_tiles > 0:
+        slot0 = kv % STAGES
+        mbarrier.wait(k_ready.index(slot0), (kv // STAGES) & 1)
+        s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                          zero_s, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        mbarrier.arrive(k_empty.index(slot0))
+        if RELEASE_Q:
+            mbarrier.arrive(qe, pred=n_tiles == 1)  # the tile's last S product is done
+        if 0 >= n_full:
+            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
+                                                qk_scale, True, BLOCK_N, s_layout)
+        else:
+            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
+                                                qk_scale, False, BLOCK_N, s_layout)
+        p16 = p.to(dtype)
+        for j in range(0, n_tiles - 1):
+            slot = (kv + j) % STAGES
+            nslot = (kv + j + 1) % STAGES
+            mbarrier.wait(turn.index(WG), (turns + j) & 1, pred=PINGPONG)
+            mbarrier.wait(k_ready.index(nslot), ((kv + j + 1) // STAGES) & 1)
+            s_next = warpgroup_mma(
+                q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                zero_s, use_acc=False, is_async=True)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p16, p_layout)
+            mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
+                                is_async=True)
+            mbarrier.arrive(turn.index(1 - WG), pred=PINGPONG)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
+            mbarrier.arrive(k_empty.index(nslot))
+            if RELEASE_Q:
+                mbarrier.arrive(qe, pred=j == n_tiles - 2)  # the tile's last S product is done
+            if j + 1 >= n_full:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
+                                                    seqlen_k, shift, qk_scale, True,
+                                                    BLOCK_N, s_layout)
+            else:
+                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
+                                                    seqlen_k, shift, qk_scale, False,
+                                                    BLOCK_N, s_layout)
+            p16 = p.to(dtype)
+            acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+            mbarrier.arrive(v_empty.index(slot))
+        slot = (kv + n_tiles - 1) % STAGES
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        p_op = gl.convert_layout(p16, p_layout)
+        mbarrier.wait(v_ready.index(slot), ((kv + n_tiles - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
+                            is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(slot))
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _normalize(acc, m_i, l_i):
+    """O = acc / l and lse (natural log) for a consumer's rows; a row that saw no key gets O = 0
+    and lse = -inf."""
+    seen = l_i > 0.0
+    l_safe = gl.where(seen, l_i, 1.0)
+    lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+    out = acc / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, acc.type.layout)), 1)
+    return out, lse
+
+
+@gluon.jit
 def _ws_consumer(args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
-    rings; per step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then
-    computes the softmax of S[j+1] while ``P[j] V[j]`` runs. Writes its rows of O and LSE."""
+    rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
     (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, turn,
      q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
      seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
     # constexprs do not cross the partition boundary: read them off the buffers' shapes
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
-    STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
 
     rows0 = m0 + WG * BLOCK_M
@@ -125,67 +212,13 @@ def _ws_consumer(args, WG: gl.constexpr):
     n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
 
     offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-
     mbarrier.wait(qb, 0)
-    if n_tiles > 0:
-        mbarrier.wait(k_ready.index(0), 0)
-        s = warpgroup_mma(q_s, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False,
-                          is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        mbarrier.arrive(k_empty.index(0))
-        # FlashAttention-3's order: both products of a step issued back to back, the softmax of
-        # S[j+1] overlapping P[j] V[j]; with PINGPONG the two consumers also take turns to
-        # issue (a barrier each), so that one's softmax runs under the other's products
-        PINGPONG: gl.constexpr = turn.type.shape[0] == 2
-        if 0 >= n_full:
-            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, True, BLOCK_N, s_layout)
-        else:
-            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, False, BLOCK_N, s_layout)
-        p16 = p.to(dtype)
-        for j in range(0, n_tiles - 1):
-            slot = j % STAGES
-            nslot = (j + 1) % STAGES
-            mbarrier.wait(turn.index(WG), j & 1, pred=PINGPONG)
-            mbarrier.wait(k_ready.index(nslot), ((j + 1) // STAGES) & 1)
-            s_next = warpgroup_mma(q_s, k_smem.index(nslot).permute((1, 0)), zero_s,
-                                   use_acc=False, is_async=True)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p16, p_layout)
-            mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-            mbarrier.arrive(turn.index(1 - WG), pred=PINGPONG)
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
-            mbarrier.arrive(k_empty.index(nslot))
-            if j + 1 >= n_full:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                    seqlen_k, shift, qk_scale, True,
-                                                    BLOCK_N, s_layout)
-            else:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                    seqlen_k, shift, qk_scale, False,
-                                                    BLOCK_N, s_layout)
-            p16 = p.to(dtype)
-            acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-            mbarrier.arrive(v_empty.index(slot))
-        j = n_tiles - 1
-        slot = j % STAGES
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        p_op = gl.convert_layout(p16, p_layout)
-        mbarrier.wait(v_ready.index(slot), (j // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(slot), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(slot))
+    acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
+                                 qb, zero_s, 0, 0, n_tiles, n_full, offs_m, seqlen_k, shift,
+                                 qk_scale, WG, BLOCK_N, False)
 
-    seen = l_i > 0.0
-    l_safe = gl.where(seen, l_i, 1.0)
-    lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+    out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
                                         strides=[stride_om, 1], block_shape=[BLOCK_M, HEAD_DIM],
                                         layout=q_layout)
@@ -350,8 +383,8 @@ def _pers_producer(args):
 
 @gluon.jit
 def _pers_consumer(args, WG: gl.constexpr):
-    """Persistent forward, one consumer warpgroup: for each tile, the step loop of
-    ``_ws_consumer`` on ring positions that run on across tiles; Q's buffer is released as soon
+    """Persistent forward, one consumer warpgroup: for each tile, ``_attend_tile`` on ring
+    positions that run on across tiles; Q's buffer is released as soon
     as the tile's last S product has completed (the producer loads the next Q under this tile's
     last P V and epilogue); O leaves through its own buffer by TMA."""
     (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty, v_ready,
@@ -360,18 +393,12 @@ def _pers_consumer(args, WG: gl.constexpr):
      stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
-    STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    PINGPONG: gl.constexpr = turn.type.shape[0] == 2
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     o_desc = tma.make_tensor_descriptor(O, shape=[batch, seqlen_q, nheads, HEAD_DIM],
                                         strides=[stride_ob, stride_om, stride_oh, 1],
                                         block_shape=[1, BLOCK_M, 1, HEAD_DIM],
@@ -390,66 +417,12 @@ def _pers_consumer(args, WG: gl.constexpr):
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
-        m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
-        l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
-        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
         mbarrier.wait(qb, local & 1)
         mbarrier.arrive(qe, pred=n_tiles == 0)  # no product reads this Q
-        if n_tiles > 0:
-            slot0 = kv % STAGES
-            mbarrier.wait(k_ready.index(slot0), (kv // STAGES) & 1)
-            s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
-                              zero_s, use_acc=False, is_async=True)
-            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-            mbarrier.arrive(k_empty.index(slot0))
-            mbarrier.arrive(qe, pred=n_tiles == 1)  # the tile's last S product is done
-            if 0 >= n_full:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                    qk_scale, True, BLOCK_N, s_layout)
-            else:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                    qk_scale, False, BLOCK_N, s_layout)
-            p16 = p.to(dtype)
-            for j in range(0, n_tiles - 1):
-                slot = (kv + j) % STAGES
-                nslot = (kv + j + 1) % STAGES
-                mbarrier.wait(turn.index(WG), (turns + j) & 1, pred=PINGPONG)
-                mbarrier.wait(k_ready.index(nslot), ((kv + j + 1) // STAGES) & 1)
-                s_next = warpgroup_mma(
-                    q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
-                    zero_s, use_acc=False, is_async=True)
-                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                p_op = gl.convert_layout(p16, p_layout)
-                mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
-                acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                                    is_async=True)
-                mbarrier.arrive(turn.index(1 - WG), pred=PINGPONG)
-                s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
-                mbarrier.arrive(k_empty.index(nslot))
-                mbarrier.arrive(qe, pred=j == n_tiles - 2)  # the tile's last S product is done
-                if j + 1 >= n_full:
-                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                        seqlen_k, shift, qk_scale, True,
-                                                        BLOCK_N, s_layout)
-                else:
-                    p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                        seqlen_k, shift, qk_scale, False,
-                                                        BLOCK_N, s_layout)
-                p16 = p.to(dtype)
-                acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-                mbarrier.arrive(v_empty.index(slot))
-            slot = (kv + n_tiles - 1) % STAGES
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p16, p_layout)
-            mbarrier.wait(v_ready.index(slot), ((kv + n_tiles - 1) // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                                is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(slot))
-        seen = l_i > 0.0
-        l_safe = gl.where(seen, l_i, 1.0)
-        lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-        out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+        acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
+                                     turn, qe, zero_s, kv, turns, n_tiles, n_full, offs_m,
+                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True)
+        out, lse = _normalize(acc, m_i, l_i)
         tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
         o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
         fence_async_shared()
