@@ -380,12 +380,6 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         cfg = bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic, dropout)
     if dropout and cfg.block_n % 32:
         raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
-    fused = cfg.fused_dq and not params.deterministic
-    # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
-    dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if fused
-          else _empty(q.shape, dtype=q.dtype, device=q.device))
-    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     if varlen:
         _, nheads, d = q.shape
         nheads_k = k.shape[1]
@@ -418,6 +412,12 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq)
         return dq.to(q.dtype), dk, dv
+    fused = cfg.fused_dq and not params.deterministic
+    # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
+    dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if fused
+          else _empty(q.shape, dtype=q.dtype, device=q.device))
+    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     common = dict(
         HEAD_DIM_QK=d, HEAD_DIM_V=d_v, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(d_v),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
