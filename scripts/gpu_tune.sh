@@ -55,9 +55,9 @@ for name in $SWEEPS; do
         --dtype fp16 --bwd-space "'64:128;4;2;gluonsplit'" ;;
     bwd-gluon-bf16) sweep bwd-gluon-bf16 90 --pass bwd --headdims 128,64 --seqlens 16384 \
         --bwd-space "'64:128;4;2;gluonsplit'" ;;
-    fwd-pers) sweep fwd-pers 90 --pass fwd --headdims 128 --seqlens 1024,16384 \
+    fwd-pers) sweep fwd-pers 150 --pass fwd --headdims 128 --seqlens 1024,4096,16384 \
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
-    fwd-pers-d64) sweep fwd-pers-d64 90 --pass fwd --headdims 64 --seqlens 1024,16384 \
+    fwd-pers-d64) sweep fwd-pers-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
         --fwd-space "'128:128;4;2;gluon,gluonpers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;

@@ -112,7 +112,7 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
     assert len(calls) == 3, "gluon=False must run the tl kernel"
     out = flash_attn_func(q, k, v, causal=True)  # the shipped config: the Gluon kernel
-    assert len(calls) == 4 and calls[-1] == (128, 128, 4, 2, True, False)
+    assert len(calls) == 4 and calls[-1] == (128, 128, 4, 2, True, True)
     flash_attn_func(q, k, v, causal=True, softcap=10.0)  # not covered: the tl kernel
     assert len(calls) == 4
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)

@@ -113,17 +113,17 @@ _FWD = {
 # bf16, cuDNN 600.3 / 562.2 at d128 and 449.4 / 442.1 at d64 in the same run):
 # d128 ping-pong 612.9 / 592.9 (without it 610.3 / 594.5), d64 without 436.2 / 420.1 (with it
 # 427.2 / 414.3); the tl kernel 521.6 / 489.3 and 405.5 / 366.2.
-# The persistent variant (KernelConfig.persistent; one program per SM walks the tiles) is not
-# selected yet: 2026-11-29-s4-tune-fwd-pers.json / -d64.json (bf16, ping-pong at d128 as shipped)
-# measured it at d128 574.7 vs 445.8 (1k), 626.9 vs 624.0 (16k), causal 320.9 vs 282.5 (1k) but
-# 457.1 vs 599.0 (16k, its static round-robin of head-major tiles balances causal work badly);
-# d64 404.3 vs 282.2, 451.6 vs 436.7, causal 214.7 vs 171.8, 431.2 vs 419.8. Its GPU tests
-# passed; the full suite has not run with it as the default.
+# The persistent variant (KernelConfig.persistent; one program per SM walks the tiles, causal
+# tiles longest first in a snake) is the default: 2026-11-29-s4-tune-fwd-pers.json / -d64.json
+# (bf16, head-major order) measured it at d128 574.7 vs 445.8 (1k), 626.9 vs 624.0 (16k), causal
+# 320.9 vs 282.5 (1k) but 457.1 vs 599.0 (16k: static round-robin over head-major tiles balanced
+# causal work badly, hence the snake); d64 404.3 vs 282.2, 451.6 vs 436.7, causal 214.7 vs 171.8,
+# 431.2 vs 419.8. PENDING: the snake order's measurement (session 5).
 _FWD_GLUON = {
-    (64, False): KernelConfig(128, 128, 4, 2, gluon=True),
-    (64, True): KernelConfig(128, 128, 4, 2, gluon=True),
-    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
-    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
+    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
+    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
+    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.

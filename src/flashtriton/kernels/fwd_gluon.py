@@ -314,15 +314,29 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
 
 
 @gluon.jit
-def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, reverse, BLOCK_M2: gl.constexpr,
-               BLOCK_N: gl.constexpr):
+def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, reverse,
+               BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr):
     """Tile ``t`` of the persistent forward: (batch, head, key head, first row, key tiles).
-    Tiles run head by head, a head's row blocks in order (last first when ``reverse``: causal,
-    longest first), as the one-program-per-tile launch orders them."""
-    bh = t // n_m
-    pid_m = t % n_m
+    Not causal (every tile the same work): head by head, a head's row blocks in order, so the
+    programs running together share K and V in L2. Causal (``reverse``): the longest tiles
+    first, row block by row block from the last (every head's), and in a snake: in the odd
+    rounds of ``num_programs`` tiles the programs take theirs in reverse, so the program that
+    took a round's longest tile takes the next round's shortest. Modelled on the tile costs
+    (n_tiles + 1): 0.97-1.00 of a perfect balance at 512-16k tokens, against 0.64-0.84 for the
+    head-major order."""
     if reverse:
-        pid_m = n_m - 1 - pid_m
+        P = gl.num_programs(0)
+        k = t // P
+        lane = t - k * P
+        if k % 2 == 1:
+            lane = gl.minimum(P, total - k * P) - 1 - lane
+        idx = k * P + lane
+        bh_total = total // n_m
+        pid_m = n_m - 1 - idx // bh_total
+        bh = idx % bh_total
+    else:
+        bh = t // n_m
+        pid_m = t % n_m
     b = bh // nheads
     h = bh % nheads
     m0 = pid_m * BLOCK_M2
@@ -359,8 +373,8 @@ def _pers_producer(args):
     kv = 0  # K/V tiles issued so far: the rings' slots and phases run on across tiles
     local = 0
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
-        b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, reverse,
-                                            2 * BLOCK_M, BLOCK_N)
+        b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
+                                            reverse, 2 * BLOCK_M, BLOCK_N)
         for w in gl.static_range(2):
             mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
             mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
@@ -412,8 +426,8 @@ def _pers_consumer(args, WG: gl.constexpr):
     local = 0
     turns = 0  # ping-pong waits so far (n_tiles - 1 per tile)
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
-        b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, reverse,
-                                            2 * BLOCK_M, BLOCK_N)
+        b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
+                                            reverse, 2 * BLOCK_M, BLOCK_N)
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
@@ -454,8 +468,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
-    (2·BLOCK_M rows of a head) t = program_id, + num_programs, …, in the launch order of
-    ``_attn_fwd_ws`` (``reverse``: causal, each head's longest rows first); partitions as
+    (2·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
+    (``reverse``: causal, longest first, in a snake); partitions as
     ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
     so the next tile's loads run under the current one's last products and epilogue."""
     dtype: gl.constexpr = Q.dtype.element_ty
