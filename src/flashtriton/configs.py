@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -114,11 +114,14 @@ _FWD = {
 # d128 ping-pong 612.9 / 592.9 (without it 610.3 / 594.5), d64 without 436.2 / 420.1 (with it
 # 427.2 / 414.3); the tl kernel 521.6 / 489.3 and 405.5 / 366.2.
 # The persistent variant (KernelConfig.persistent; one program per SM walks the tiles, causal
-# tiles longest first in a snake) is the default: 2026-11-29-s4-tune-fwd-pers.json / -d64.json
-# (bf16, head-major order) measured it at d128 574.7 vs 445.8 (1k), 626.9 vs 624.0 (16k), causal
-# 320.9 vs 282.5 (1k) but 457.1 vs 599.0 (16k: static round-robin over head-major tiles balanced
-# causal work badly, hence the snake); d64 404.3 vs 282.2, 451.6 vs 436.7, causal 214.7 vs 171.8,
-# 431.2 vs 419.8. PENDING: the snake order's measurement (session 5).
+# tiles longest first in a snake) below PERSISTENT_FWD_BELOW keys:
+# 2026-11-29-s5-tune-fwd-pers.json / -d64.json (bf16, the one-program-per-tile kernel first,
+# cuDNN last): d128 1k 443.3 / 560.3 (574.8), 4k 592.8 / 611.6 (615.3), 16k 628.4 / 626.6
+# (623.4); causal 1k 281.2 / 342.1 (435.3), 4k 507.9 / 513.3 (534.6), 16k 617.7 / 602.7
+# (577.1); d64 1k 279.8 / 397.7 (423.5), 4k 400.4 / 437.9 (449.5), 16k 440.6 / 435.9 (457.2);
+# causal 1k 171.4 / 265.7 (332.9), 4k 335.9 / 371.0 (412.9), 16k 426.9 / 425.9 (444.1).
+# At 16k the hardware's own greedy scheduling of one program per tile is as good or better.
+PERSISTENT_FWD_BELOW = 8192
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
     (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
@@ -203,13 +206,17 @@ def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
     return _FWD[key]
 
 
-def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
-                     dropout: bool = False) -> KernelConfig | None:
+def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool = False,
+                     seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, and
-    under the interpreter); the launcher still checks that the call is one the kernel covers."""
+    under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per tile
+    from there. The launcher still checks that the call is one the kernel covers."""
     if is_interpreting() or dropout or dtype not in (torch.float16, torch.bfloat16):
         return None
-    return _FWD_GLUON.get((head_dim, bool(causal)))
+    cfg = _FWD_GLUON.get((head_dim, bool(causal)))
+    if cfg is not None and seqlen_k >= PERSISTENT_FWD_BELOW:
+        cfg = replace(cfg, persistent=False)
+    return cfg
 
 
 def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,

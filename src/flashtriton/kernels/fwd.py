@@ -231,7 +231,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     varlen = cu_seqlens_q is not None
     head_dim = max(q.shape[-1], v.shape[-1])
     dropout = params.dropout_p > 0
-    cfg = config or gluon_fwd_config(q.dtype, head_dim, params.has_right, dropout)
+    cfg = config or gluon_fwd_config(q.dtype, head_dim, params.has_right, dropout, k.shape[-3])
     if cfg is not None and cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes,
                                                         varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,

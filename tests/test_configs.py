@@ -1,0 +1,41 @@
+"""The shipped config tables' selection rules (pure Python: runs on CPU and GPU alike)."""
+
+import pytest
+import torch
+
+from flashtriton import configs
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """Select configs as on a GPU: the tables answer None under the interpreter."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, causal):
+    below = configs.PERSISTENT_FWD_BELOW
+    for seqlen_k in (1, 1024, below - 1):
+        cfg = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, seqlen_k)
+        assert cfg.gluon and cfg.persistent, seqlen_k
+    for seqlen_k in (below, 16384):
+        cfg = configs.gluon_fwd_config(torch.float16, head_dim, causal, False, seqlen_k)
+        assert cfg.gluon and not cfg.persistent, seqlen_k
+    # the rest of the config is the table's either way
+    short = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, 1024)
+    long = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, 16384)
+    assert (short.block_m, short.block_n, short.num_stages, short.pingpong) == \
+        (long.block_m, long.block_n, long.num_stages, long.pingpong)
+
+
+def test_gluon_forward_not_selected_outside_its_cover(compiled):
+    assert configs.gluon_fwd_config(torch.float32, 128, False, False, 1024) is None
+    assert configs.gluon_fwd_config(torch.bfloat16, 128, False, True, 1024) is None  # dropout
+    assert configs.gluon_fwd_config(torch.bfloat16, 256, False, False, 1024) is None
+
+
+def test_interpreter_selects_no_gluon_config(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert configs.gluon_fwd_config(torch.bfloat16, 128, False, False, 1024) is None
+    assert configs.gluon_bwd_config(torch.bfloat16, 128, False) is None
