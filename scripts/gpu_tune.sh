@@ -6,7 +6,8 @@
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
 # fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
 # bwd-gluon-fp16 / bwd-gluon-bf16 (the shipped backward config in each dtype), fwd-pers /
-# fwd-pers-d64 (the persistent Gluon forward against the shipped one).
+# fwd-pers-d64 (the persistent Gluon forward against the shipped one), bwd-pers / bwd-pers-d64
+# (the Gluon backward, persistent or one program per tile).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -57,6 +58,10 @@ for name in $SWEEPS; do
         --bwd-space "'64:128;4;2;gluonsplit'" ;;
     fwd-pers) sweep fwd-pers 150 --pass fwd --headdims 128 --seqlens 1024,4096,16384 \
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
+    bwd-pers) sweep bwd-pers 200 --pass bwd --headdims 128 --seqlens 1024,4096,16384 \
+        --bwd-space "'64:128;4;2;gluonsplit,gluonsplitpers'" ;;
+    bwd-pers-d64) sweep bwd-pers-d64 200 --pass bwd --headdims 64 --seqlens 1024,4096,16384 \
+        --bwd-space "'64:128;4;2;gluonsplit,gluonsplitpers'" ;;
     fwd-pers-d64) sweep fwd-pers-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
         --fwd-space "'128:128;4;2;gluon,gluonpers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \

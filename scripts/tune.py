@@ -27,7 +27,7 @@ from flashtriton.kernels.fwd import attn_fwd
 
 
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
-         "gluonpppers")  # see --fwd-space
+         "gluonpppers", "gluonsplitpers")  # see --fwd-space
 
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
@@ -54,7 +54,8 @@ def main():
     # warpgroups of `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
     # backward, the dK/dV kernel; gluonpp = the forward's with the consumers taking turns;
     # gluonsplit = the backward's with dQ's columns split between the consumers;
-    # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong)
+    # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong;
+    # gluonsplitpers = the backward's split-dQ kernel, persistent)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)
@@ -80,7 +81,8 @@ def main():
                                warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
                                gluon=ld.startswith("gluon"),
                                pingpong=ld in ("gluonpp", "gluonpppers"),
-                               split_dq=ld == "gluonsplit", persistent=ld.endswith("pers"))
+                               split_dq=ld.startswith("gluonsplit"),
+                               persistent=ld.endswith("pers"))
 
     spaces = {"fwd": list(space(args.fwd_space)), "bwd": list(space(args.bwd_space))}  # checked
     for pas in args.passes.split(","):

@@ -83,6 +83,23 @@ def test_gluon_backward_split_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dtype
     run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True)
 
 
+# persistent: one program per SM walks the tiles (more tiles than SMs in the larger cases, so
+# programs carry the rings, dS buffers and K/V barriers from tile to tile; causal tiles run
+# longest first in a snake)
+PERSISTENT_CASES = CASES + [
+    case(4, 1000, 1000, 16, 16, 128, False),
+    case(4, 1000, 1000, 16, 16, 128, True),
+    case(3, 777, 901, 16, 4, 128, True, F16),
+    case(3, 1500, 1500, 32, 32, 64, True),
+    case(2, 2049, 2049, 24, 24, 64, False),
+]
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", PERSISTENT_CASES)
+def test_gluon_backward_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True, persistent=True)
+
+
 def test_other_head_dims_refused():
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
 

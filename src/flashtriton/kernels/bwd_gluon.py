@@ -3,10 +3,12 @@ reductions: the plain path (no mask, softcap, ALiBi, dropout or left window), 16
 head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the forward
 (kernels/fwd_gluon.py):
 
+- a program takes tiles of 2·BLOCK_N keys of a key head: one per program, or, persistent, one
+  program per SM walks them (causal: longest first; ``_bwd_tile``);
 - a producer partition streams the query blocks' Q and dO tiles through ``STAGES``-deep rings
   by TMA, their lse and δ beside them (for grouped-query attention it walks every query head
-  of the key head's group);
-- two consumer warpgroups own BLOCK_N keys each of the program's 2·BLOCK_N keys, keep their K
+  of the key head's group), and each tile's K and V once the consumers are done with the last;
+- two consumer warpgroups own BLOCK_N keys each of the tile's 2·BLOCK_N keys, keep their K
   and V tiles in shared memory and their dK, dV accumulators in registers. Scores are computed
   transposed (keys are a warpgroup's MMA rows), so Pᵀ and dSᵀ stay in registers as the A
   operands of the dV and dK products. Per query block:
@@ -38,6 +40,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_wait)
 
+from flashtriton.kernels.fwd_gluon import _snake
+
 _empty = torch.empty
 try:  # the TMA reduction's builder call (Triton 3.6 has it; see _tma_add)
     from triton._C.libtriton import gluon_ir as _gluon_ir
@@ -59,65 +63,118 @@ def _tma_add(tensor_desc, coord, src, _semantic=None):
 
 
 @gluon.jit
+def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.constexpr,
+              BLOCK_N2: gl.constexpr):
+    """Tile ``t`` of the backward: (batch, key head, first key, first query block, query
+    blocks). Not causal: head by head, a head's key blocks in order (programs running together
+    share Q and dO in L2). Causal (``reverse``): longest first (key block 0 sees every query),
+    key block by key block across the heads, in ``_snake`` order."""
+    if reverse:
+        idx = _snake(t, total)
+        bh_total = total // n_kb
+        j = idx // bh_total
+        bh = idx % bh_total
+    else:
+        bh = t // n_kb
+        j = t % n_kb
+    n0 = j * BLOCK_N2
+    # query blocks that see a key of this tile: from the one holding row n0 - shift
+    m_start = gl.maximum(n0 - shift, 0) // BLOCK_M
+    n_m = gl.maximum(gl.cdiv(seqlen_q, BLOCK_M) - m_start, 0)
+    return bh // nheads_k, bh % nheads_k, n0, m_start, n_m
+
+
+@gluon.jit
 def _bwd_producer(args):
-    """The default partition: Q and dO tiles of every (query head of the group, query block)
-    step into the rings by TMA, and the block's lse (as log2, +inf for empty rows) and δ into
-    shared memory beside them (the consumers read them there when they need them: held in
-    registers from the step's start they would spill)."""
+    """The default partition: for each of the program's tiles, the Q and dO tiles of every
+    (query head of the group, query block) step into the rings by TMA, with the block's lse (as
+    log2, +inf for empty rows) and δ into shared memory beside them (held in the consumers'
+    registers from the step's start they would spill); and, after the tile's first step, the
+    tile's K and V, once the consumers are done with the previous tile's."""
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
-     lse_smem, delta_smem, kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
-     l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dkn, stride_dvn,
-     stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
-     scale_ds) = args
+     lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, ds_ready, batch, nheads, group,
+     seqlen_q, seqlen_k, shift, n_kb, total, reverse, qk_scale, scale_ds, stride_qb, stride_qm,
+     stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
+     stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn,
+     stride_dvh, stride_lb, stride_lh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
-    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
-    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
-    dtype: gl.constexpr = Q.dtype.element_ty
-    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
-    # (seqlen_q, nheads · head_dim) views: a head is a column offset (heads contiguous in a row)
-    q_desc = tma.make_tensor_descriptor(Q + q_base, shape=[seqlen_q, nheads * HEAD_DIM],
-                                        strides=[stride_qm, 1], block_shape=[BLOCK_M, HEAD_DIM],
-                                        layout=layout)
-    do_desc = tma.make_tensor_descriptor(DO + do_base, shape=[seqlen_q, nheads * HEAD_DIM],
-                                         strides=[stride_dom, 1], block_shape=[BLOCK_M, HEAD_DIM],
-                                         layout=layout)
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    nheads_k = nheads // group
+    # (batch, seqlen, heads · head_dim) views of Q and dO: a head is a column offset
+    q_desc = tma.make_tensor_descriptor(Q, shape=[batch, seqlen_q, nheads * HEAD_DIM],
+                                        strides=[stride_qb, stride_qm, 1],
+                                        block_shape=[1, BLOCK_M, HEAD_DIM],
+                                        layout=q_smem.type.layout)
+    do_desc = tma.make_tensor_descriptor(DO, shape=[batch, seqlen_q, nheads * HEAD_DIM],
+                                         strides=[stride_dob, stride_dom, 1],
+                                         block_shape=[1, BLOCK_M, HEAD_DIM],
+                                         layout=do_smem.type.layout)
+    k_desc = tma.make_tensor_descriptor(K, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
+                                        strides=[stride_kb, stride_kn, stride_kh, 1],
+                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                        layout=k_smem.type.layout)
+    v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
+                                        strides=[stride_vb, stride_vn, stride_vh, 1],
+                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                        layout=v_smem.type.layout)
     row_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     rows = gl.arange(0, BLOCK_M, layout=row_layout)
-    for it in range(group * n_m):
-        slot = it % STAGES
-        phase = (it // STAGES) & 1
-        head = h_k * group + it // n_m
-        m0 = (m_start + it % n_m) * BLOCK_M
-        mbarrier.wait(empty.index(slot), phase ^ 1)
-        mbarrier.expect(ready.index(slot), 2 * BLOCK_M * HEAD_DIM * 2)
-        tma.async_copy_global_to_shared(q_desc, [m0, head * HEAD_DIM], ready.index(slot),
-                                        q_smem.index(slot))
-        tma.async_copy_global_to_shared(do_desc, [m0, head * HEAD_DIM], ready.index(slot),
-                                        do_smem.index(slot))
-        offs_m = m0 + rows
-        lse = gl.load(LSE + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
-                      other=float("-inf"))
-        delta = gl.load(DELTA + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
-                        other=0.0)
-        lse_smem.index(slot).store(gl.where(lse == float("-inf"), float("inf"),
-                                            lse * 1.4426950408889634))
-        delta_smem.index(slot).store(delta)
-        gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-        mbarrier.arrive(ready.index(slot))  # the second of the slot's two arrivals
+    step = 0  # ring position: runs on across tiles
+    kv_count = 0  # tiles whose K and V were loaded
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
+                                             reverse, BLOCK_M, 2 * BLOCK_N)
+        l_base = b.to(gl.int64) * stride_lb
+        for it in range(group * n_m):
+            slot = (step + it) % STAGES
+            phase = ((step + it) // STAGES) & 1
+            head = h_k * group + it // n_m
+            m0 = (m_start + it % n_m) * BLOCK_M
+            mbarrier.wait(empty.index(slot), phase ^ 1)  # a fresh barrier passes phase 1
+            mbarrier.expect(ready.index(slot), 2 * BLOCK_M * HEAD_DIM * 2)
+            tma.async_copy_global_to_shared(q_desc, [b, m0, head * HEAD_DIM], ready.index(slot),
+                                            q_smem.index(slot))
+            tma.async_copy_global_to_shared(do_desc, [b, m0, head * HEAD_DIM],
+                                            ready.index(slot), do_smem.index(slot))
+            offs_m = m0 + rows
+            lse = gl.load(LSE + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
+                          other=float("-inf"))
+            delta = gl.load(DELTA + l_base + head * stride_lh + offs_m, mask=offs_m < seqlen_q,
+                            other=0.0)
+            lse_smem.index(slot).store(gl.where(lse == float("-inf"), float("inf"),
+                                                lse * 1.4426950408889634))
+            delta_smem.index(slot).store(delta)
+            gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+            mbarrier.arrive(ready.index(slot))  # the second of the slot's two arrivals
+            if it == 0:  # K and V, once both consumers are done with the previous tile's
+                mbarrier.wait(kv_empty, (kv_count & 1) ^ 1)
+                mbarrier.expect(kv_ready, 4 * BLOCK_N * HEAD_DIM * 2)
+                for w in gl.static_range(2):
+                    tma.async_copy_global_to_shared(k_desc, [b, n0 + w * BLOCK_N, h_k, 0],
+                                                    kv_ready, k_smem.index(w))
+                    tma.async_copy_global_to_shared(v_desc, [b, n0 + w * BLOCK_N, h_k, 0],
+                                                    kv_ready, v_smem.index(w))
+        step += group * n_m
+        kv_count += (n_m > 0).to(gl.int32)
 
 
 @gluon.jit
 def _bwd_consumer(args, WG: gl.constexpr):
+    """One consumer warpgroup: for each of the program's tiles, its BLOCK_N keys against every
+    step of Q and dO (see the module docstring); dK and dV stored at the tile's end."""
     (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
-     lse_smem, delta_smem, kv_bar, ready, empty, ds_ready, q_base, k_base, v_base, do_base, dq_base, dk_base, dv_base,
-     l_base, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm, stride_dkn, stride_dvn,
-     stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group, m_start, n_m, shift, qk_scale,
-     scale_ds) = args
+     lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, ds_ready, batch, nheads, group,
+     seqlen_q, seqlen_k, shift, n_kb, total, reverse, qk_scale, scale_ds, stride_qb, stride_qm,
+     stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
+     stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn,
+     stride_dvh, stride_lb, stride_lh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
-    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
-    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
-    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
-    DQ_COLS: gl.constexpr = dq_smem.type.shape[2]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    DQ_COLS: gl.constexpr = dq_smem.type.shape[3]
     SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
@@ -130,93 +187,99 @@ def _bwd_consumer(args, WG: gl.constexpr):
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                         instr_shape=[16, DQ_COLS, 16])
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
-    keys0 = n0 + WG * BLOCK_N
-    k_s = k_smem.index(WG)
-    v_s = v_smem.index(WG)
+    nheads_k = nheads // group
+    k_s = k_smem.index(WG).reshape([BLOCK_N, HEAD_DIM])
+    v_s = v_smem.index(WG).reshape([BLOCK_N, HEAD_DIM])
+    k_both = (k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]),
+              k_smem.index(1).reshape([BLOCK_N, HEAD_DIM]))
     dq_s = dq_smem.index(WG)
-    kb = kv_bar.index(WG)
-    k_desc = tma.make_tensor_descriptor(K + k_base, shape=[seqlen_k, HEAD_DIM],
-                                        strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM],
-                                        layout=k_smem.type.layout)
-    v_desc = tma.make_tensor_descriptor(V + v_base, shape=[seqlen_k, HEAD_DIM],
-                                        strides=[stride_vn, 1], block_shape=[BLOCK_N, HEAD_DIM],
-                                        layout=v_smem.type.layout)
-    dq_desc = tma.make_tensor_descriptor(DQ + dq_base, shape=[seqlen_q, nheads * HEAD_DIM],
-                                         strides=[stride_dqm, 1],
-                                         block_shape=[BLOCK_M, DQ_COLS],
+    dq_desc = tma.make_tensor_descriptor(DQ, shape=[batch, seqlen_q, nheads * HEAD_DIM],
+                                         strides=[stride_dqb, stride_dqm, 1],
+                                         block_shape=[1, BLOCK_M, DQ_COLS],
                                          layout=dq_smem.type.layout)
-    mbarrier.expect(kb, 2 * BLOCK_N * HEAD_DIM * 2)
-    tma.async_copy_global_to_shared(k_desc, [keys0, 0], kb, k_s)
-    tma.async_copy_global_to_shared(v_desc, [keys0, 0], kb, v_s)
-
-    offs_n = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
     cols_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, st_layout))
     zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=st_layout)
     zero_dq = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, layout=dq_layout)
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
-    mbarrier.wait(kb, 0)
-    for it in range(group * n_m):
-        slot = it % STAGES
-        head = h_k * group + it // n_m
-        m0 = (m_start + it % n_m) * BLOCK_M
-        offs_m = m0 + cols_m
-        q_s = q_smem.index(slot)
-        do_s = do_smem.index(slot)
-        mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-        st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-        dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-        st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
-        # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their K,
-        # V and dO rows are zero (no dQ, dK rows not stored)
-        lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
-        pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-        if keys0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
-            keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
-            pt = gl.where(keep, pt, 0.0)
-        dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_s, dv, is_async=True)
-        dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
-        delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
-        dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-        # dSᵀ tiles: two buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step parity
-        buf = (it % 2) * 2
-        ds_smem.index(buf + WG).store(dst)
-        fence_async_shared()
-        gl.thread_barrier()  # every thread's share of dSᵀ is in place before an MMA reads it
-        if SPLIT_DQ:
-            mbarrier.arrive(ds_ready.index(it % 2))
-        dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
-        if SPLIT_DQ:  # dQ[:, WG's columns] = Σ over both warpgroups' keys of dS K
-            mbarrier.wait(ds_ready.index(it % 2), (it // 2) & 1)
-            dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
-                               k_smem.index(0).slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
-                               use_acc=False, is_async=True)
-            dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)),
-                               k_smem.index(1).slice(WG * DQ_COLS, DQ_COLS, dim=1), dq,
-                               is_async=True)
-        else:
-            dq = warpgroup_mma(ds_smem.index(buf + WG).permute((1, 0)), k_s, zero_dq,
-                               use_acc=False, is_async=True)
-        dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
-        mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
-        tma.store_wait(pendings=0)  # the previous step's reduction has read dq_s
-        dq_s.store(dq * scale_ds)
-        fence_async_shared()
-        gl.thread_barrier()  # every thread's share is stored before the reduction reads it
-        if SPLIT_DQ:
-            _tma_add(dq_desc, [m0, head * HEAD_DIM + WG * DQ_COLS], dq_s)
-        else:
-            _tma_add(dq_desc, [m0, head * HEAD_DIM], dq_s)
-    tma.store_wait(pendings=0)
-
-    rows_k = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
+    rows_acc = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, acc_layout))
     cols_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, acc_layout))
-    keep = gl.expand_dims(rows_k < seqlen_k, 1)
-    rows_k64 = gl.expand_dims(rows_k.to(gl.int64), 1)
-    gl.store(DK + dk_base + rows_k64 * stride_dkn + gl.expand_dims(cols_d, 0),
-             (dk * scale_ds).to(dtype), mask=keep)
-    gl.store(DV + dv_base + rows_k64 * stride_dvn + gl.expand_dims(cols_d, 0), dv.to(dtype),
-             mask=keep)
+    step = 0
+    kv_count = 0
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
+                                             reverse, BLOCK_M, 2 * BLOCK_N)
+        keys0 = n0 + WG * BLOCK_N
+        offs_n = keys0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
+        dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
+        dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
+        n_steps = group * n_m
+        mbarrier.wait(kv_ready, kv_count & 1, pred=n_steps > 0)
+        for it in range(n_steps):
+            s = step + it
+            slot = s % STAGES
+            head = h_k * group + it // n_m
+            m0 = (m_start + it % n_m) * BLOCK_M
+            offs_m = m0 + cols_m
+            q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+            do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+            mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
+            st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+            dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False,
+                                is_async=True)
+            st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+            # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their
+            # K, V and dO rows are zero (no dQ, dK rows not stored)
+            lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+            pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+            if keys0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
+                keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
+                pt = gl.where(keep, pt, 0.0)
+            dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_s, dv,
+                               is_async=True)
+            dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
+            delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+            dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+            # dSᵀ tiles: two buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step parity
+            buf = (s % 2) * 2
+            ds_smem.index(buf + WG).store(dst)
+            fence_async_shared()
+            gl.thread_barrier()  # every thread's share of dSᵀ is in place before an MMA reads it
+            if SPLIT_DQ:
+                mbarrier.arrive(ds_ready.index(s % 2))
+            dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
+            if SPLIT_DQ:  # dQ[:, WG's columns] = Σ over both warpgroups' keys of dS K
+                mbarrier.wait(ds_ready.index(s % 2), (s // 2) & 1)
+                dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
+                                   k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
+                                   use_acc=False, is_async=True)
+                dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)),
+                                   k_both[1].slice(WG * DQ_COLS, DQ_COLS, dim=1), dq,
+                                   is_async=True)
+            else:
+                dq = warpgroup_mma(ds_smem.index(buf + WG).permute((1, 0)), k_s, zero_dq,
+                                   use_acc=False, is_async=True)
+            dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
+            mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
+            tma.store_wait(pendings=0)  # the previous step's reduction has read dq_s
+            dq_s.reshape([BLOCK_M, DQ_COLS]).store(dq * scale_ds)
+            fence_async_shared()
+            gl.thread_barrier()  # every thread's share is stored before the reduction reads it
+            _tma_add(dq_desc, [b, m0, head * HEAD_DIM + WG * (DQ_COLS if SPLIT_DQ else 0)],
+                     dq_s)
+        # this warpgroup's last product that read K or V is done: the next tile's may load
+        mbarrier.arrive(kv_empty, pred=n_steps > 0)
+        step += n_steps
+        kv_count += (n_steps > 0).to(gl.int32)
+
+        rows_k = keys0 + rows_acc
+        keep = gl.expand_dims(rows_k < seqlen_k, 1)
+        rows_k64 = gl.expand_dims(rows_k.to(gl.int64), 1)
+        dk_base = b.to(gl.int64) * stride_dkb + h_k.to(gl.int64) * stride_dkh
+        dv_base = b.to(gl.int64) * stride_dvb + h_k.to(gl.int64) * stride_dvh
+        gl.store(DK + dk_base + rows_k64 * stride_dkn + gl.expand_dims(cols_d, 0),
+                 (dk * scale_ds).to(dtype), mask=keep)
+        gl.store(DV + dv_base + rows_k64 * stride_dvn + gl.expand_dims(cols_d, 0), dv.to(dtype),
+                 mask=keep)
+    tma.store_wait(pendings=0)
 
 
 @gluon.jit
@@ -234,64 +297,60 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
                  stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm,
                  stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
-                 stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
-                 scale_ds, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, SPLIT_DQ: gl.constexpr,
-                 CONSUMER_WARPS: gl.constexpr):
-    """One program per 2·BLOCK_N keys of a key head (see the module docstring)."""
+                 stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
+                 scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                 SPLIT_DQ: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
+    """Tiles of 2·BLOCK_N keys of a key head (see the module docstring), t = program_id,
+    + num_programs, … in ``_bwd_tile``'s order: one tile per program when the grid has one
+    program per tile, or persistent (one program per SM) with the Q/dO ring's positions, the
+    dS buffers' parity and the K/V barriers' phases handed on from tile to tile."""
     dtype: gl.constexpr = Q.dtype.element_ty
-    n0 = gl.program_id(0) * 2 * BLOCK_N
-    pid_bh = gl.program_id(1)
-    nheads_k = nheads // group
-    b = pid_bh // nheads_k
-    h_k = pid_bh % nheads_k
-    b64 = b.to(gl.int64)
-    hk64 = h_k.to(gl.int64)
+    n_kb = gl.cdiv(seqlen_k, 2 * BLOCK_N)
+    total = n_kb * batch * (nheads // group)
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
-    # query blocks that see a key of this program: from the one holding row n0 - shift
-    m_start = gl.maximum(n0 - shift, 0) // BLOCK_M
-    n_m = gl.maximum(gl.cdiv(seqlen_q, BLOCK_M) - m_start, 0)
 
     DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT_DQ else HEAD_DIM
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
+                                                                   dtype)
     # split dQ reads K in DQ_COLS-column slices, which must start on a swizzle row: at head dim
     # 64 (32-column halves) K is stored with a 64-byte swizzle
     k_layout: gl.constexpr = (gl.NVMMASharedLayout(swizzle_byte_width=DQ_COLS * 2,
-                                                   element_bitwidth=16, rank=2)
+                                                   element_bitwidth=16, rank=4)
                               if SPLIT_DQ and DQ_COLS * 2 < 128 else kv_layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
-    dq_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, DQ_COLS],
+    dq_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, DQ_COLS],
                                                                    gl.float32)
-    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
-    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_layout)
-    k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], k_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], kv_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_N, 1, HEAD_DIM], k_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], ds_layout)
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_COLS], dq_layout)
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, 1, BLOCK_M, DQ_COLS], dq_layout)
     row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
-    kv_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_ready, count=1)
+    mbarrier.init(kv_empty, count=2)  # one arrival per consumer
     for i in gl.static_range(2):
-        mbarrier.init(kv_bar.index(i), count=1)
         mbarrier.init(ds_ready.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
 
     args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem,
-            dq_smem, lse_smem, delta_smem, kv_bar, ready, empty, ds_ready, b64 * stride_qb,
-            b64 * stride_kb + hk64 * stride_kh,
-            b64 * stride_vb + hk64 * stride_vh, b64 * stride_dob, b64 * stride_dqb,
-            b64 * stride_dkb + hk64 * stride_dkh, b64 * stride_dvb + hk64 * stride_dvh,
-            b64 * stride_lb, stride_qm, stride_kn, stride_vn, stride_dom, stride_dqm,
-            stride_dkn, stride_dvn, stride_lh, nheads, seqlen_q, seqlen_k, n0, h_k, group,
-            m_start, n_m, shift, qk_scale, scale_ds)
+            dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, ds_ready, batch,
+            nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, qk_scale, scale_ds,
+            stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+            stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm, stride_dkb, stride_dkn,
+            stride_dkh, stride_dvb, stride_dvn, stride_dvh, stride_lb, stride_lh)
     # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
     gl.warp_specialize([(_bwd_producer, (args,)), (_bwd_consumer0, (args,)),
                         (_bwd_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
@@ -311,13 +370,15 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
-                   num_warps: int = 4, num_stages: int = 2, split_dq: bool = False):
+                   num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
+                   persistent: bool = False):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
-    ``split_dq``: the consumers share dS and each computes half of dQ's columns. Returns
+    ``split_dq``: the consumers share dS and each computes half of dQ's columns;
+    ``persistent``: one program per SM walks the tiles (else one program per tile). Returns
     (dq float32, dk, dv)."""
     from flashtriton.configs import LOG2E
-    from flashtriton.kernels.common import ensure_allocator
+    from flashtriton.kernels.common import ensure_allocator, num_sms
 
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
@@ -332,14 +393,15 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     warps_total = 2 * num_warps + 4
     maxnreg = (65536 // (warps_total * 32)) // 8 * 8
-    grid = (triton.cdiv(seqlen_k, block_n), batch * nheads_k)
+    tiles = triton.cdiv(seqlen_k, block_n) * batch * nheads_k
+    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
     _attn_bwd_ws[grid](
         q, k, v, do, lse, delta, dq, dk, dv,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
         v.stride(2), do.stride(0), do.stride(1), dq.stride(0), dq.stride(1),
         dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-        lse.stride(0), lse.stride(1), nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-        params.softmax_scale * LOG2E, params.softmax_scale,
+        lse.stride(0), lse.stride(1), batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
+        shift, params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0,
         HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages, CAUSAL=causal,
         SPLIT_DQ=split_dq, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
     return dq, dk, dv
