@@ -29,6 +29,19 @@ def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, cau
         (long.block_m, long.block_n, long.num_stages, long.pingpong)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, causal):
+    below = configs.PERSISTENT_BWD_BELOW
+    for seqlen_k in (1, 1024, below - 1):
+        cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
+        assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
+    for seqlen_k in (below, 16384):
+        cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
+        assert cfg.gluon and cfg.split_dq and not cfg.persistent, seqlen_k
+    assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
+
+
 def test_gluon_forward_not_selected_outside_its_cover(compiled):
     assert configs.gluon_fwd_config(torch.float32, 128, False, False, 1024) is None
     assert configs.gluon_fwd_config(torch.bfloat16, 128, False, True, 1024) is None  # dropout

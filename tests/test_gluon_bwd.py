@@ -119,14 +119,17 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     real_launch = bwd.attn_bwd_gluon
 
     def spy(*args, **kw):
-        calls.append(kw.get("split_dq"))
+        calls.append((kw.get("split_dq"), kw.get("persistent")))
         return real_launch(*args, **kw)
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
-    for d, split in ((128, True), (64, True)):
+    for d in (128, 64):  # short: split dQ, persistent
         q, k, v = (randn(1, 300, 2, d, dtype=BF16, requires_grad=True) for _ in range(3))
         flash_attn_func(q, k, v, causal=True).sum().backward()
-        assert calls[-1] is split, f"d{d}: the Gluon backward did not run as configured"
+        assert calls[-1] == (True, True), f"d{d}: the Gluon backward did not run as configured"
+    q, k, v = (randn(1, 8192, 1, 64, dtype=BF16, requires_grad=True) for _ in range(3))
+    flash_attn_func(q, k, v).sum().backward()  # from PERSISTENT_BWD_BELOW keys: one per tile
+    assert calls[-1] == (True, False)
     n = len(calls)
     q, k, v = (randn(1, 300, 2, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True, deterministic=True)

@@ -178,11 +178,14 @@ _BWD = {
 # kernel 250.0 / 249.5; cuDNN 449.5 / 430.4). Unsplit at d128 serializes the warpgroup MMAs
 # (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers), as do 128-query steps at
 # d64.
+# Persistent (one program per SM walks the tiles; causal: each head's longest first, in a snake)
+# below PERSISTENT_BWD_BELOW keys, one program per tile from there: PENDING (session 5 sweep).
+PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
-    (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
-    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
-    (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
-    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True),
+    (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
 }
 _INTERPRET = KernelConfig(16, 16, 4, 1)
 # Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.
@@ -237,14 +240,18 @@ def tuned_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
 
 
 def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, deterministic: bool = False,
-                     dropout: bool = False) -> KernelConfig | None:
+                     dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, in
-    deterministic mode, and under the interpreter); the launcher still checks that the call is
-    one the kernel covers."""
+    deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
+    one program per tile from there. The launcher still checks that the call is one the kernel
+    covers."""
     if (is_interpreting() or deterministic or dropout
             or dtype not in (torch.float16, torch.bfloat16)):
         return None
-    return _BWD_GLUON.get((head_dim, bool(causal)))
+    cfg = _BWD_GLUON.get((head_dim, bool(causal)))
+    if cfg is not None and seqlen_k >= PERSISTENT_BWD_BELOW:
+        cfg = replace(cfg, persistent=False)
+    return cfg
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,

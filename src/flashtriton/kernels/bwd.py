@@ -373,7 +373,8 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     dropout = params.dropout_p > 0
     # on sm_90 the Gluon dK/dV kernel (kernels/bwd_gluon.py) takes the calls it covers; the
     # deterministic mode and everything else use the tl kernels below
-    cfg = config or gluon_bwd_config(q.dtype, d, params.has_right, params.deterministic, dropout)
+    cfg = config or gluon_bwd_config(q.dtype, d, params.has_right, params.deterministic, dropout,
+                                     k.shape[-3])
     gluon = (cfg is not None and cfg.gluon and not params.deterministic
              and gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen))
     if cfg is None or (cfg.gluon and not gluon):  # the tuned tl config

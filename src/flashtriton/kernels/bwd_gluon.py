@@ -66,17 +66,17 @@ def _tma_add(tensor_desc, coord, src, _semantic=None):
 def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.constexpr,
               BLOCK_N2: gl.constexpr):
     """Tile ``t`` of the backward: (batch, key head, first key, first query block, query
-    blocks). Not causal: head by head, a head's key blocks in order (programs running together
-    share Q and dO in L2). Causal (``reverse``): longest first (key block 0 sees every query),
-    key block by key block across the heads, in ``_snake`` order."""
+    blocks). Head by head, a head's key blocks in order: the programs running together share
+    the head's Q, dO and (L2-resident) float32 dQ (a key-block-major order across the heads,
+    its dQ reductions spread over every head, measured 501.7 TFLOP/s at d128 16k causal with
+    one tile per program, 221.1 at 1k; docs/perf-log.md, session 5). Causal (``reverse``), a head's longest tiles come
+    first (key block 0 sees every query) and a persistent launch takes them in ``_snake``
+    order (one program per tile: the identity)."""
+    idx = t
     if reverse:
         idx = _snake(t, total)
-        bh_total = total // n_kb
-        j = idx // bh_total
-        bh = idx % bh_total
-    else:
-        bh = t // n_kb
-        j = t % n_kb
+    bh = idx // n_kb
+    j = idx % n_kb
     n0 = j * BLOCK_N2
     # query blocks that see a key of this tile: from the one holding row n0 - shift
     m_start = gl.maximum(n0 - shift, 0) // BLOCK_M
