@@ -59,7 +59,7 @@ if torch.cuda.get_device_capability()[0] == 9:
             attn_fwd_gluon(qg, kg, vg, make_params(128, causal=causal), 128, 128, 4, 2, pingpong)
     q64 = torch.randn(2, 700, 2, 64, device="cuda", dtype=torch.float16)
     attn_fwd_gluon(q64, q64, q64, make_params(64, causal=True), 128, 128, 4, 2, True)
-    # the persistent forward (opt-in): more tiles than SMs, GQA, causal and not, ping-pong
+    # the persistent forward: more tiles than SMs, GQA, causal and not, ping-pong
     qp = torch.randn(3, 777, 16, 128, device="cuda", dtype=torch.bfloat16)
     kp = torch.randn(3, 901, 4, 128, device="cuda", dtype=torch.bfloat16)
     for causal in (False, True):
@@ -70,7 +70,22 @@ if torch.cuda.get_device_capability()[0] == 9:
         k, v = (torch.randn(1, 301, hk, d, device="cuda", dtype=dtype, requires_grad=True)
                 for _ in range(2))
         for causal in (False, True):
-            o5 = flash_attn_func(q, k, v, causal=causal)
+            o5 = flash_attn_func(q, k, v, causal=causal)  # persistent (short)
             o5.backward(torch.randn_like(o5))
+    # the backward's persistent launch with more tiles than SMs, and its one-program-per-tile
+    # launch (the default from PERSISTENT_BWD_BELOW keys)
+    from flashtriton.configs import KernelConfig
+    from flashtriton.kernels.bwd import attn_bwd
+    from flashtriton.kernels.fwd import attn_fwd
+
+    qb = torch.randn(3, 777, 32, 128, device="cuda", dtype=torch.bfloat16)
+    kb = torch.randn(3, 901, 16, 128, device="cuda", dtype=torch.bfloat16)
+    for causal in (False, True):
+        params = make_params(128, causal=causal)
+        ob, lseb = attn_fwd(qb, kb, kb, params)
+        for persistent in (True, False):
+            attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
+                     config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
+                                         persistent=persistent))
 torch.cuda.synchronize()
 print("sanitize script finished")
