@@ -315,11 +315,12 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
 
 @gluon.jit
 def _snake(t, total):
-    """Position of a persistent program's tile ``t`` (t = program_id + k·num_programs) in a
-    list sorted longest first: round k's tiles go to the programs in order when k is even and
-    in reverse when odd, so the program that took a round's longest tile takes the next
-    round's shortest (on the forward's and backward's causal tile costs: 0.97-1.00 of a
-    perfect balance at 512-16k tokens, against 0.64-0.84 for plain round-robin)."""
+    """Position of a persistent program's tile ``t`` (t = program_id + k·num_programs) in the
+    tile list (head by head, each head's longest tiles first): round k's tiles go to the
+    programs in order when k is even and in reverse when odd, so the program that took a
+    round's longest tiles takes the next round's shortest. On the causal tile costs this
+    balances the programs' work to 0.97 of perfect at 512-4k tokens (plain round-robin:
+    0.68-0.84), less at 16k (0.68 at d128), where one program per tile is used instead."""
     P = gl.num_programs(0)
     k = t // P
     lane = t - k * P
@@ -332,17 +333,17 @@ def _snake(t, total):
 def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, reverse,
                BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr):
     """Tile ``t`` of the persistent forward: (batch, head, key head, first row, key tiles).
-    Not causal (every tile the same work): head by head, a head's row blocks in order, so the
-    programs running together share K and V in L2. Causal (``reverse``): longest first, row
-    block by row block from the last (every head's), in ``_snake`` order."""
+    Head by head, a head's row blocks in order, so the programs running together share K and
+    V in L2; causal (``reverse``): a head's longest row blocks (the last) first, the tiles
+    taken in ``_snake`` order (a row-block-major order across the heads, the longest of all
+    heads first, measured 342.1 TFLOP/s at d128 1k causal; docs/perf-log.md, session 5)."""
+    idx = t
     if reverse:
         idx = _snake(t, total)
-        bh_total = total // n_m
-        pid_m = n_m - 1 - idx // bh_total
-        bh = idx % bh_total
-    else:
-        bh = t // n_m
-        pid_m = t % n_m
+    bh = idx // n_m
+    pid_m = idx % n_m
+    if reverse:
+        pid_m = n_m - 1 - pid_m
     b = bh // nheads
     h = bh % nheads
     m0 = pid_m * BLOCK_M2
