@@ -114,13 +114,15 @@ _FWD = {
 # d128 ping-pong 612.9 / 592.9 (without it 610.3 / 594.5), d64 without 436.2 / 420.1 (with it
 # 427.2 / 414.3); the tl kernel 521.6 / 489.3 and 405.5 / 366.2.
 # The persistent variant (KernelConfig.persistent; one program per SM walks the tiles, causal
-# tiles longest first in a snake) below PERSISTENT_FWD_BELOW keys:
-# 2026-11-29-s5-tune-fwd-pers.json / -d64.json (bf16, the one-program-per-tile kernel first,
-# cuDNN last): d128 1k 443.3 / 560.3 (574.8), 4k 592.8 / 611.6 (615.3), 16k 628.4 / 626.6
-# (623.4); causal 1k 281.2 / 342.1 (435.3), 4k 507.9 / 513.3 (534.6), 16k 617.7 / 602.7
-# (577.1); d64 1k 279.8 / 397.7 (423.5), 4k 400.4 / 437.9 (449.5), 16k 440.6 / 435.9 (457.2);
-# causal 1k 171.4 / 265.7 (332.9), 4k 335.9 / 371.0 (412.9), 16k 426.9 / 425.9 (444.1).
-# At 16k the hardware's own greedy scheduling of one program per tile is as good or better.
+# tiles head by head, each head's longest first, in a snake) below PERSISTENT_FWD_BELOW keys:
+# 2026-11-29-s5-tune-fwd-pers-rowmajor.json / -d64.json (bf16; one-program-per-tile /
+# persistent with causal tiles row-block-major / cuDNN): d128 1k 443.3 / 560.3 / 574.8, 4k
+# 592.8 / 611.6 / 615.3, 16k 628.4 / 626.6 / 623.4; causal 1k 281.2 / 342.1 / 435.3, 4k 507.9 /
+# 513.3 / 534.6, 16k 617.7 / 602.7 / 577.1; d64 1k 279.8 / 397.7 / 423.5, 4k 400.4 / 437.9 /
+# 449.5, 16k 440.6 / 435.9 / 457.2; causal 1k 171.4 / 265.7 / 332.9, 4k 335.9 / 371.0 / 412.9,
+# 16k 426.9 / 425.9 / 444.1. With causal tiles head by head (the order shipped),
+# 2026-11-29-s5-tune-fwd-pers.json / -d64.json: d128 causal 1k 391 (cuDNN 428), 4k 591 (528);
+# d64 causal 1k 268 (333), 4k 395 (413). At 16k one program per tile is as good or better.
 PERSISTENT_FWD_BELOW = 8192
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
@@ -179,7 +181,12 @@ _BWD = {
 # (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers), as do 128-query steps at
 # d64.
 # Persistent (one program per SM walks the tiles; causal: each head's longest first, in a snake)
-# below PERSISTENT_BWD_BELOW keys, one program per tile from there: PENDING (session 5 sweep).
+# below PERSISTENT_BWD_BELOW keys, one program per tile from there:
+# 2026-11-29-s5-tune-bwd-pers.json / -d64.json (one-program-per-tile / persistent / cuDNN): d128
+# 1k 385.1 / 399.4 / 436.0, causal 262.8 / 292.8 / 313.3; 4k 501.9 / 505.9 / 530.2, causal
+# 436.3 / 452.5 / 451.3; 16k 536.6 / 538.4 / 544.7, causal 529.3 / 402.7 / 527.1 (the snake
+# balances 16k causal badly); d64 1k 286.7 / 333.6 / 365.1, causal 201.1 / 250.8 / 251.1; 4k
+# 378.6 / 397.5 / 428.5, causal 332.9 / 362.1 / 373.9; 16k 414.1 / 418.0, causal 407.1 / 404.5.
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
