@@ -318,9 +318,10 @@ def _snake(t, total):
     """Position of a persistent program's tile ``t`` (t = program_id + k·num_programs) in the
     tile list (head by head, each head's longest tiles first): round k's tiles go to the
     programs in order when k is even and in reverse when odd, so the program that took a
-    round's longest tiles takes the next round's shortest. On the causal tile costs this
-    balances the programs' work to 0.97 of perfect at 512-4k tokens (plain round-robin:
-    0.68-0.84), less at 16k (0.68 at d128), where one program per tile is used instead."""
+    round's longest tiles takes the next round's shortest. On the causal tile costs
+    (scripts/schedule_model.py) this balances the programs' work to 0.97 of perfect at
+    512-8k tokens (plain round-robin: 0.65-0.93), but 0.68 at d128 16k, where one program per
+    tile is used instead."""
     P = gl.num_programs(0)
     k = t // P
     lane = t - k * P
