@@ -130,6 +130,7 @@ _FWD_GLUON = {
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
+_FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.
 _FWD_FP8 = {
@@ -194,6 +195,7 @@ _BWD_GLUON = {
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
 }
+_BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
 _INTERPRET = KernelConfig(16, 16, 4, 1)
 # Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.
 _INTERPRET_DROPOUT = KernelConfig(16, 32, 4, 1)
@@ -216,17 +218,24 @@ def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
     return _FWD[key]
 
 
+def _gluon_config(short: dict, long: dict, below: int, dtype: torch.dtype, head_dim: int,
+                  causal: bool, seqlen_k: int) -> KernelConfig | None:
+    """A Gluon table's entry for 16-bit inputs (None otherwise, and under the interpreter):
+    from ``short`` below ``below`` keys, from ``long`` (its one-program-per-tile twin) above."""
+    if is_interpreting() or dtype not in (torch.float16, torch.bfloat16):
+        return None
+    return (short if seqlen_k < below else long).get((head_dim, bool(causal)))
+
+
 def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool = False,
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, and
     under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per tile
     from there. The launcher still checks that the call is one the kernel covers."""
-    if is_interpreting() or dropout or dtype not in (torch.float16, torch.bfloat16):
+    if dropout:
         return None
-    cfg = _FWD_GLUON.get((head_dim, bool(causal)))
-    if cfg is not None and seqlen_k >= PERSISTENT_FWD_BELOW:
-        cfg = replace(cfg, persistent=False)
-    return cfg
+    return _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, PERSISTENT_FWD_BELOW, dtype, head_dim,
+                         causal, seqlen_k)
 
 
 def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
@@ -252,13 +261,10 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
     one program per tile from there. The launcher still checks that the call is one the kernel
     covers."""
-    if (is_interpreting() or deterministic or dropout
-            or dtype not in (torch.float16, torch.bfloat16)):
+    if deterministic or dropout:
         return None
-    cfg = _BWD_GLUON.get((head_dim, bool(causal)))
-    if cfg is not None and seqlen_k >= PERSISTENT_BWD_BELOW:
-        cfg = replace(cfg, persistent=False)
-    return cfg
+    return _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, PERSISTENT_BWD_BELOW, dtype, head_dim,
+                         causal, seqlen_k)
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
