@@ -12,6 +12,7 @@ call on the host, as much as the kernel itself at short sequence lengths.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
@@ -23,6 +24,7 @@ from flashtriton.kernels.decode import attn_decode
 from flashtriton.kernels.fwd import attn_fwd
 
 
+@functools.lru_cache(maxsize=256)  # one frozen dataclass per option set, not one per call
 def _params(softmax_scale, window_left, window_right, bottom_right, softcap, allow_tf32,
             dropout_p, deterministic):
     return AttnParams(softmax_scale=softmax_scale, window_left=window_left,
@@ -108,40 +110,45 @@ _FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seq
 
 
 def _setup_context(ctx, inputs, output):
-    args = dict(zip(_FWD_ARGS, inputs))
+    q, k, v, attn_mask, alibi_slopes, cu_q, cu_k = inputs[:7]
     out, lse = output
-    ctx.save_for_backward(args["q"], args["k"], args["v"], out, lse, args["attn_mask"],
-                          args["alibi_slopes"], args["cu_seqlens_q"], args["cu_seqlens_k"],
-                          args["seed"])
-    ctx.scalars = tuple(args[name] for name in _FWD_ARGS[7:-2])
+    ctx.save_for_backward(q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, inputs[17])
+    ctx.scalars = inputs[7:17]
 
 
-def _backward_with(bwd):
-    def backward(ctx, grad_out, grad_lse):
-        q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, seed = ctx.saved_tensors
-        if grad_out is None:  # only the lse was used
-            grad_out = torch.zeros_like(out)
-        # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
-        dq, dk, dv = bwd(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q,
-                         cu_k, *ctx.scalars, seed)
-        return (dq, dk, dv) + (None,) * (len(_FWD_ARGS) - 3)
-    return backward
+def _grads(ctx, grad_out, grad_lse, bwd):
+    """(dq, dk, dv) through ``bwd`` (the backward op, or its implementation in eager mode)."""
+    q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, seed = ctx.saved_tensors
+    if grad_out is None:  # only the lse was used
+        grad_out = torch.zeros_like(out)
+    # A gradient on the returned lse adds p * dlse to dS: folded into delta by the launcher.
+    return bwd(grad_out, q, k, v, out, lse, grad_lse, attn_mask, alibi_slopes, cu_q, cu_k,
+               *ctx.scalars, seed)
 
 
-attn_fwd_op.register_autograd(_backward_with(attn_bwd_op), setup_context=_setup_context)
+def _op_backward(ctx, grad_out, grad_lse):
+    return _grads(ctx, grad_out, grad_lse, attn_bwd_op) + (None,) * (len(_FWD_ARGS) - 3)
+
+
+attn_fwd_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 
 class _EagerAttention(torch.autograd.Function):
-    """The same forward/backward as the custom ops, without their dispatch cost (eager mode)."""
+    """The same forward/backward as the custom ops, without their dispatch cost (eager mode).
+    Only q, k and v go through ``apply`` as arguments (the others, which take no gradient, in
+    one tuple): autograd's per-argument bookkeeping is part of the host cost of a call."""
 
     @staticmethod
-    def forward(ctx, *args):
+    def forward(ctx, q, k, v, rest):
         ctx.set_materialize_grads(False)  # an unused lse sends None, not a tensor of zeros
-        out, lse = _fwd_impl(*args)
-        _setup_context(ctx, args, (out, lse))
+        inputs = (q, k, v) + rest
+        out, lse = _fwd_impl(*inputs)
+        _setup_context(ctx, inputs, (out, lse))
         return out, lse
 
-    backward = staticmethod(_backward_with(_bwd_impl))
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        return _grads(ctx, grad_out, grad_lse, _bwd_impl) + (None,)
 
 
 def attention(*args):
@@ -149,7 +156,7 @@ def attention(*args):
     node, fake tensors for tracing), the autograd.Function otherwise."""
     if torch.compiler.is_compiling():
         return attn_fwd_op(*args)
-    return _EagerAttention.apply(*args)
+    return _EagerAttention.apply(args[0], args[1], args[2], args[3:])
 
 
 # ----------------------------------------------------------------------------- KV-cache decoding

@@ -94,13 +94,14 @@ def _production_fwd(shape: Shape):
 def _no_descriptor_allocator():
     """The Gluon launchers install Triton's allocator for device-side descriptors; a captured
     launch runs nothing, so skip that (it needs a GPU)."""
-    from flashtriton.kernels import common
+    from flashtriton.kernels import bwd_gluon, fwd_gluon
 
-    saved, common.ensure_allocator = common.ensure_allocator, lambda: None
+    saved = fwd_gluon.ensure_allocator, bwd_gluon.ensure_allocator
+    fwd_gluon.ensure_allocator = bwd_gluon.ensure_allocator = lambda: None
     try:
         yield
     finally:
-        common.ensure_allocator = saved
+        fwd_gluon.ensure_allocator, bwd_gluon.ensure_allocator = saved
 
 
 def _gluon_fwd(persistent: bool):

@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 
 from flashtriton.configs import AttnParams, bwd_config, gluon_bwd_config, is_interpreting
-from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
-                                        inner_ranges, load_rows, mma, query_tile_program,
+from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, dropout_keep,
+                                        inner_ranges, launch, load_rows, mma, query_tile_program,
                                         scores_log2, sequence_bounds, tanh, tma_ready)
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
@@ -404,7 +404,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     cu_k = cu_seqlens_k if varlen else q
     flags = dot_flags(q.dtype, params.allow_tf32)
     pre_block = 64 if not flags["UPCAST_BF16"] and q.is_cuda else 16
-    _bwd_preprocess[(triton.cdiv(max(seqlen_q, 1), pre_block), batch * nheads)](
+    launch(_bwd_preprocess, (cdiv(max(seqlen_q, 1), pre_block), batch * nheads),
         o, do, delta, cu_q, *strides(o), *strides(do), *sl, nheads, seqlen_q,
         HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block, IS_VARLEN=varlen)
     if dlse is not None:
@@ -433,7 +433,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
     scalars = (params.shift_extra, params.window_left, params.window_right,
                params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds, params.dropout_p)
-    _attn_bwd_dkdv[(triton.cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k)](
+    launch(_attn_bwd_dkdv, (cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k),
         q, k, v, do, lse, delta, dk, dv, dq, mask, slopes, cu_q, cu_k,
         seed if seed is not None else q,
         *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
@@ -441,7 +441,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         *scalars, FUSED_DQ=fused, DQ_TMA=fused and _dq_tma(cfg, dq), **common)
     if fused:
         return (dq if q.dtype == torch.float32 else dq.to(q.dtype)), dk, dv
-    _attn_bwd_dq[(triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)](
+    launch(_attn_bwd_dq, (cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads),
         q, k, v, do, lse, delta, dq, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
         *strides(q), *strides(k), *strides(v), *strides(do), *strides(dq),
         *sl, *sm, s_sb, nheads, nheads // nheads_k, seqlen_q, seqlen_k, *scalars, **common)

@@ -32,7 +32,6 @@ The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller)
 from __future__ import annotations
 
 import torch
-import triton
 from triton._C.libtriton import ir
 from triton.experimental import gluon
 from triton.experimental.gluon.language import _core as gl_core
@@ -40,7 +39,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_wait)
 
-from flashtriton.kernels.fwd_gluon import _snake
+from flashtriton.configs import LOG2E
+from flashtriton.kernels.common import cdiv, ensure_allocator, launch, num_sms, tma_ready
+from flashtriton.kernels.fwd_gluon import _snake, gluon_eligible
 
 _empty = torch.empty
 try:  # the TMA reduction's builder call (Triton 3.6 has it; see _tma_add)
@@ -361,9 +362,6 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
     dropout, q and dO with their heads contiguous in a row (stride(2) == head_dim), since the
     kernel reads them through (seqlen, heads · head_dim) descriptors, and a Triton whose Gluon
     builder has the TMA reduction (``HAS_TMA_REDUCE``)."""
-    from flashtriton.kernels.common import tma_ready
-    from flashtriton.kernels.fwd_gluon import gluon_eligible
-
     d = q.shape[-1]
     return (HAS_TMA_REDUCE and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
@@ -377,9 +375,6 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
     ``persistent``: one program per SM walks the tiles (else one program per tile). Returns
     (dq float32, dk, dv)."""
-    from flashtriton.configs import LOG2E
-    from flashtriton.kernels.common import ensure_allocator, num_sms
-
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -393,15 +388,14 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     warps_total = 2 * num_warps + 4
     maxnreg = (65536 // (warps_total * 32)) // 8 * 8
-    tiles = triton.cdiv(seqlen_k, block_n) * batch * nheads_k
+    tiles = cdiv(seqlen_k, block_n) * batch * nheads_k
     grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
-    _attn_bwd_ws[grid](
-        q, k, v, do, lse, delta, dq, dk, dv,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-        v.stride(2), do.stride(0), do.stride(1), dq.stride(0), dq.stride(1),
-        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-        lse.stride(0), lse.stride(1), batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
-        shift, params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0,
-        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages, CAUSAL=causal,
-        SPLIT_DQ=split_dq, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
+    strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
+               *dq.stride()[:2], *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
+    launch(_attn_bwd_ws, grid,
+           q, k, v, do, lse, delta, dq, dk, dv, *strides, batch, nheads, nheads // nheads_k,
+           seqlen_q, seqlen_k, shift, params.softmax_scale * LOG2E, params.softmax_scale,
+           1 if causal else 0, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2,
+           STAGES=num_stages, CAUSAL=causal, SPLIT_DQ=split_dq, CONSUMER_WARPS=num_warps,
+           num_warps=4, maxnreg=maxnreg)
     return dq, dk, dv

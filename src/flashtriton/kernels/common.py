@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 
+import torch
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 from flashtriton.configs import is_interpreting  # noqa: F401  (re-exported for kernels)
 
@@ -27,7 +29,6 @@ def dot_flags(dtype, allow_tf32: bool) -> dict:
     bfloat16 numbers are exact in float32. The GPU path never upcasts.
     ``PRECISION``: float32 inputs compute in true fp32 (``"ieee"``) unless the user allows tf32.
     """
-    import torch
 
     return {
         "UPCAST_BF16": is_interpreting() and dtype == torch.bfloat16,
@@ -35,8 +36,59 @@ def dot_flags(dtype, allow_tf32: bool) -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- kernel launch
+# Triton's ``kernel[grid](...)`` specialises every argument on every call (tensor alignment,
+# integer divisibility, value ranges) to find the compiled kernel: tens of microseconds of host
+# time for the Gluon kernels' ~30 arguments, as much as a short attention takes on the GPU.
+# ``launch`` keys the compiled kernel by the arguments' exact values instead (a strictly finer
+# key than Triton's specialisation, so it never picks a kernel that Triton would not) and calls
+# it directly from the second call on.
+_COMPILED: dict = {}
+_COMPILED_MAX = 1024  # distinct (kernel, shape, stride, dtype) keys kept; cleared past that
+
+
+def cdiv(a: int, b: int) -> int:
+    """Host-side ceiling division (``triton.cdiv`` is a constexpr function: slower on the host)."""
+    return -(-a // b)
+
+
+def _arg_key(a):
+    if type(a) is int:  # (not bool) ints by value
+        return a
+    if isinstance(a, torch.Tensor):  # Triton specialises pointers on dtype and 16-byte alignment
+        return (a.dtype, a.data_ptr() % 16 == 0)
+    if type(a) is float:  # not specialised
+        return float
+    return (type(a), a)  # bools, strings, None: by value
+
+
+def launch(kernel, grid: tuple, *args, **kwargs) -> None:
+    """``kernel[grid](*args, **kwargs)`` (positional kernel arguments, keyword constexprs and
+    launch options). The first call with a given key compiles or finds the kernel through
+    Triton; later calls launch the compiled kernel without Triton's per-call dispatch (see
+    ``_COMPILED``). Under the interpreter, and whenever Triton returns no compiled kernel, every
+    call takes Triton's own path."""
+    if is_interpreting():
+        kernel[grid](*args, **kwargs)
+        return
+    key = (kernel, driver.active.get_current_device(), *map(_arg_key, args), *kwargs.items())
+    entry = _COMPILED.get(key)
+    if entry is not None:
+        compiled, tail = entry
+        compiled[grid](*args, *tail)
+        return
+    compiled = kernel[grid](*args, **kwargs)
+    if compiled is None or not hasattr(compiled, "__getitem__"):
+        return
+    if len(_COMPILED) >= _COMPILED_MAX:
+        _COMPILED.clear()
+    # the compiled kernel takes every parameter in signature order, constexprs included
+    names = kernel.arg_names[len(args):]
+    defaults = {p.name: p.default for p in kernel.params}
+    _COMPILED[key] = (compiled, tuple(kwargs.get(n, defaults[n]) for n in names))
+
+
 def _torch_allocator(size: int, alignment: int, stream):
-    import torch
 
     return torch.empty(size, dtype=torch.int8, device="cpu" if is_interpreting() else "cuda")
 
@@ -44,7 +96,6 @@ def _torch_allocator(size: int, alignment: int, stream):
 @functools.lru_cache(maxsize=None)
 def cuda_major(device) -> int:
     """Compute-capability major of a CUDA device (0 for other devices), looked up once."""
-    import torch
 
     return torch.cuda.get_device_capability(device)[0] if device.type == "cuda" else 0
 
@@ -53,7 +104,6 @@ def cuda_major(device) -> int:
 def num_sms(device) -> int:
     """Streaming multiprocessors of a CUDA device, looked up once; 132 (an H200's) for other
     devices, where only the analysis tools ask (they compile for an H200 without one)."""
-    import torch
 
     if device.type != "cuda":
         return 132
@@ -73,23 +123,24 @@ def tma_ready(*tensors) -> bool:
     if not is_interpreting() and cuda_major(tensors[0].device) < 9:
         return False
     for t in tensors:
-        if t.stride(-1) != 1 or t.data_ptr() % 16:
-            return False
-        if any((s * t.element_size()) % 16 for s in t.stride()[:-1]):
+        strides, size = t.stride(), t.element_size()
+        if strides[-1] != 1 or t.data_ptr() % 16 or any(s * size % 16 for s in strides[:-1]):
             return False
     ensure_allocator()
     return True
 
 
+try:
+    from triton.runtime import _allocation
+except ImportError:  # a Triton without the allocator's context variable
+    _allocation = None
+
+
 def ensure_allocator() -> None:
     """Device-side tensor descriptors live in scratch memory that Triton obtains from its
     allocator: install a torch allocation unless the user has set an allocator."""
-    try:
-        from triton.runtime import _allocation
-
-        if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-            triton.set_allocator(_torch_allocator)
-    except (ImportError, AttributeError):  # a Triton without the context variable
+    current = getattr(_allocation, "_allocator", None)
+    if current is None or isinstance(current.get(), _allocation.NullAllocator):
         triton.set_allocator(_torch_allocator)
 
 

@@ -27,9 +27,11 @@ import triton.language as tl
 
 from flashtriton.kernels.common import (
     LOG2E,
+    cdiv,
     dot_flags,
     inner_ranges,
     is_interpreting,
+    launch,
     mma,
     num_sms,
     scores_log2,
@@ -384,8 +386,8 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
 
     if seqlen_new > 0 and batch > 0 and nheads_k > 0:
         block_append = 16  # new tokens are few; small tiles keep registers low
-        grid = (triton.cdiv(seqlen_new, block_append), batch, nheads_k)
-        _kv_append[grid](
+        grid = (cdiv(seqlen_new, block_append), batch, nheads_k)
+        launch(_kv_append, grid,
             k_new, v_new, k_cache, v_cache, seqlens_arg, block_table,
             seqlen_cache, seqlen_new, capacity,
             *k_new.stride(), *v_new.stride(), *k_cache.stride(), *v_cache.stride(), stride_tb,
@@ -396,8 +398,8 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
 
     rows = seqlen_q * group
     cfg = config or decode_config(rows, max(d_pad, dv_pad), q.dtype)
-    m_tiles = triton.cdiv(rows, cfg.block_m)
-    n_key_blocks = triton.cdiv(capacity, cfg.block_n)
+    m_tiles = cdiv(rows, cfg.block_m)
+    n_key_blocks = cdiv(capacity, cfg.block_n)
     if num_splits <= 0:
         if is_interpreting() or q.device.type != "cuda":
             num_splits = INTERPRETER_SPLITS
@@ -423,7 +425,7 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
         stride_sb = alibi_slopes.stride(0)
     flags = dot_flags(q.dtype, torch.backends.cuda.matmul.allow_tf32)
     grid = (batch * nheads_k, m_tiles, num_splits)
-    _attn_decode[grid](
+    launch(_attn_decode, grid,
         q, k_cache, v_cache, seqlens_arg, block_table, alibi_slopes, out, lse, o_part, lse_part,
         *q.stride(), *k_cache.stride(), *v_cache.stride(), *out.stride(),
         o_part.stride(0) if split else 0, lse.stride(0), lse.stride(1),
@@ -437,7 +439,7 @@ def attn_decode(q, k_cache, v_cache, k_new, v_new, cache_seqlens, block_table, a
         HAS_ALIBI=alibi_slopes is not None, GUARD=left >= 0 or right >= 0, SPLIT=split,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
     if split:
-        _attn_combine[(seqlen_q, nheads, batch)](
+        launch(_attn_combine, (seqlen_q, nheads, batch),
             o_part, lse_part, out, lse, num_splits,
             o_part.stride(0), *out.stride(), lse_part.stride(0), lse.stride(0), lse.stride(1),
             HEAD_DIM_V=head_dim_v, HEAD_DIM_V_PAD=dv_pad,

@@ -22,10 +22,10 @@ except ImportError:  # an older Triton: the tl kernel everywhere
         return False
 
     attn_fwd_gluon = None
-from flashtriton.kernels.common import (LOG2E, diagonal_shift, dot_flags, dropout_keep,
-                                        inner_ranges, is_interpreting, mma, query_tile_program,
-                                        scores_log2, sequence_bounds, softmax_step,
-                                        softmax_step_fused, tma_ready)
+from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, dropout_keep,
+                                        inner_ranges, is_interpreting, launch, mma,
+                                        query_tile_program, scores_log2, sequence_bounds,
+                                        softmax_step, softmax_step_fused, tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -235,7 +235,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     if cfg is not None and cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes,
                                                         varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
-                              cfg.num_stages, cfg.pingpong, cfg.persistent)
+                              cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.half_exp)
     if cfg is None or cfg.gluon:  # a call the Gluon kernel does not cover: the tuned tl config
         cfg = fwd_config(q.dtype, head_dim, params.has_right, dropout)
     if varlen:
@@ -273,8 +273,8 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     cu_q = cu_seqlens_q if varlen else q
     cu_k = cu_seqlens_k if varlen else q
     use_tma = cfg.tma and tma_ready(q, k, v, o)
-    grid = (triton.cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)
-    _attn_fwd[grid](
+    grid = (cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads)
+    launch(_attn_fwd, grid,
         q, k, v, o, lse, mask, slopes, cu_q, cu_k, seed if seed is not None else q,
         descale if descale is not None else q,
         *sq, *sk, *sv, *so, *sl, *sm, s_sb,
@@ -302,7 +302,7 @@ def _keys_minor(v):
     padded to 16 bytes (tensor descriptors need 16-byte row strides). Returns the copy and the
     kernel's (b, n, h, d) strides. One pass over V, small next to the attention itself."""
     batch, seqlen_k, nheads_k, dv = v.shape
-    padded = triton.cdiv(seqlen_k, 16) * 16
+    padded = cdiv(seqlen_k, 16) * 16
     vt = torch.empty((batch, nheads_k, dv, padded), dtype=v.dtype, device=v.device)
     vt[..., :seqlen_k].copy_(v.permute(0, 2, 3, 1))
     return vt, (vt.stride(0), 1, vt.stride(1), vt.stride(2))

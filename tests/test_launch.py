@@ -1,0 +1,88 @@
+"""The kernels' launcher (``kernels/common.launch``): its compiled-kernel cache key, on any
+device, and calls that go through the cache, on a GPU. Under the interpreter every launch takes
+Triton's own path, so the cache itself is a GPU path: those tests are skipped on CPU.
+
+A key that missed something Triton specialises on would launch a kernel compiled for other
+arguments; the GPU tests change one such property at a time (data, strides, pointer alignment,
+dtype) between calls of one shape and check every result against the float64 reference."""
+
+import math
+
+import pytest
+import torch
+
+from flashtriton import flash_attn_func
+from flashtriton.kernels import common
+from flashtriton.kernels.common import _arg_key, cdiv
+from flashtriton.reference import attention_ref
+from helpers import DEVICE, check_attention, randn
+
+BF16, F16 = torch.bfloat16, torch.float16
+on_gpu = pytest.mark.skipif(DEVICE != "cuda", reason="under the interpreter every launch takes "
+                            "Triton's own path: the compiled-kernel cache runs on a GPU only")
+
+
+def test_cdiv():
+    for a in range(0, 70):
+        for b in range(1, 20):
+            assert cdiv(a, b) == math.ceil(a / b)
+
+
+def test_key_separates_what_triton_specialises_on():
+    buf = torch.empty(256, dtype=F16, device=DEVICE)
+    assert buf.data_ptr() % 16 == 0
+    assert _arg_key(buf[8:]) == _arg_key(buf)  # 16 bytes on: the same alignment class
+    assert _arg_key(buf[1:]) != _arg_key(buf)  # 2 bytes on: not 16-byte aligned
+    assert _arg_key(buf.to(BF16)) != _arg_key(buf)
+    assert _arg_key(16) != _arg_key(17) and _arg_key(16) != _arg_key(32)
+    assert _arg_key(1) != _arg_key(True) and _arg_key(0) != _arg_key(False)
+    assert _arg_key(0.5) == _arg_key(3.0)  # floats are not specialised
+    assert _arg_key(None) != _arg_key(0) and _arg_key("ieee") != _arg_key("tf32")
+
+
+def _check(causal, softcap, q, k, v):
+    def ours(q, k, v):
+        return flash_attn_func(q, k, v, causal=causal, softcap=softcap)
+
+    def ref(q, k, v, upcast):
+        return attention_ref(q, k, v, causal=causal, softcap=softcap, upcast=upcast)[0]
+
+    check_attention(ours, ref, (q, k, v))
+
+
+@on_gpu
+@pytest.mark.parametrize("softcap", [0.0, 5.0], ids=["plain", "softcap"])  # Gluon on sm_90; tl
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_repeated_calls_go_through_the_cache(causal, softcap):
+    common._COMPILED.clear()
+    b, s, h, d = 2, 300, 4, 64
+    sizes = []
+    for _ in range(3):  # fresh data each call; the first fills the cache, the others hit it
+        _check(causal, softcap, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
+        sizes.append(len(common._COMPILED))
+    assert sizes[0] >= 2, "the forward and backward kernels should be cached after one call"
+    assert sizes[1] == sizes[2] == sizes[0], "a repeated call compiled or cached again"
+
+
+@on_gpu
+@pytest.mark.parametrize("softcap", [0.0, 5.0], ids=["plain", "softcap"])
+def test_strides_alignment_and_dtype_change_the_key(softcap):
+    """One shape, then: q, k, v as views of a packed tensor (other strides); views whose data
+    starts 2 bytes past a 16-byte boundary (Triton compiles pointers it knows to be aligned
+    differently); float16 instead of bfloat16. Each must compile its own kernel."""
+    common._COMPILED.clear()
+    b, s, h, d = 1, 200, 2, 64
+    _check(True, softcap, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
+    n = len(common._COMPILED)
+    packed = randn(b, s, 3, h, d, dtype=BF16)
+    _check(True, softcap, *packed.unbind(2))
+    assert len(common._COMPILED) > n
+    n = len(common._COMPILED)
+    flat = randn(b * s * h * d * 3 + 1, dtype=BF16)
+    views = [flat[1 + i * b * s * h * d:][:b * s * h * d].view(b, s, h, d) for i in range(3)]
+    assert all(t.data_ptr() % 16 == 2 for t in views)
+    _check(True, softcap, *views)
+    assert len(common._COMPILED) > n
+    n = len(common._COMPILED)
+    _check(True, softcap, *(randn(b, s, h, d, dtype=F16) for _ in range(3)))
+    assert len(common._COMPILED) > n
