@@ -7,8 +7,7 @@
 # fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
 # bwd-gluon-fp16 / bwd-gluon-bf16 (the shipped backward config in each dtype), fwd-pers /
 # fwd-pers-d64 (the persistent Gluon forward against the shipped one), bwd-pers / bwd-pers-d64
-# (the Gluon backward, persistent or one program per tile), fwd-halfexp (the Gluon forward's exp2
-# in float32 or in float16 pairs, both launches).
+# (the Gluon backward, persistent or one program per tile).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -57,8 +56,6 @@ for name in $SWEEPS; do
         --dtype fp16 --bwd-space "'64:128;4;2;gluonsplit'" ;;
     bwd-gluon-bf16) sweep bwd-gluon-bf16 90 --pass bwd --headdims 128,64 --seqlens 16384 \
         --bwd-space "'64:128;4;2;gluonsplit'" ;;
-    fwd-halfexp) sweep fwd-halfexp 200 --pass fwd --headdims 64 --seqlens 1024,16384 \
-        --fwd-space "'128:128;4;2;gluonpp,gluonpph,gluonpppers,gluonpppersh'" ;;
     fwd-pers) sweep fwd-pers 150 --pass fwd --headdims 128 --seqlens 1024,4096,16384 \
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
     bwd-pers) sweep bwd-pers 200 --pass bwd --headdims 128 --seqlens 1024,4096,16384 \

@@ -27,7 +27,7 @@ from flashtriton.kernels.fwd import attn_fwd
 
 
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
-         "gluonpppers", "gluonpph", "gluonpppersh", "gluonsplitpers")  # see --fwd-space
+         "gluonpppers", "gluonsplitpers")  # see --fwd-space
 
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
@@ -55,8 +55,6 @@ def main():
     # backward, the dK/dV kernel; gluonpp = the forward's with the consumers taking turns;
     # gluonsplit = the backward's with dQ's columns split between the consumers;
     # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong;
-    # gluonpph / gluonpppersh = gluonpp / gluonpppers with the probabilities' exp2 in float16
-    # pairs;
     # gluonsplitpers = the backward's split-dQ kernel, persistent)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
@@ -82,9 +80,9 @@ def main():
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
                                warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
                                gluon=ld.startswith("gluon"),
-                               pingpong=ld.startswith("gluonpp"),
+                               pingpong=ld in ("gluonpp", "gluonpppers"),
                                split_dq=ld.startswith("gluonsplit"),
-                               persistent="pers" in ld, half_exp=ld in ("gluonpph", "gluonpppersh"))
+                               persistent=ld.endswith("pers"))
 
     spaces = {"fwd": list(space(args.fwd_space)), "bwd": list(space(args.bwd_space))}  # checked
     for pas in args.passes.split(","):
@@ -171,7 +169,7 @@ def main():
                f"{' ws' if best['warp_specialize'] else (' tma' if best['tma'] else ' ptr')}"
                f"{' dqtma' if best['dq_tma'] else ''}{' gluon' if best.get('gluon') else ''}"
                f"{' split' if best.get('split_dq') else ''}{' pp' if best.get('pingpong') else ''}"
-               f"{' pers' if best.get('persistent') else ''}{' half' if best.get('half_exp') else ''}"
+               f"{' pers' if best.get('persistent') else ''}"
                if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")

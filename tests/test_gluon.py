@@ -22,12 +22,11 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 
 def case(b, sq, sk, h, hk, d, causal, dtype, blocks):
-    """blocks: (block_m, block_n, warps per consumer, stages, pingpong[, persistent[,
-    half_exp]]), the launcher's order."""
+    """blocks: (block_m, block_n, warps per consumer, stages, pingpong[, persistent]), the
+    launcher's order."""
     tag = (f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}-{str(dtype).split('.')[-1]}"
            f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}s{blocks[3]}"
-           f"{'-pingpong' if blocks[4] else ''}{'-persistent' if blocks[5:6] == (True,) else ''}"
-           f"{'-half-exp' if blocks[6:] == (True,) else ''}")
+           f"{'-pingpong' if blocks[4] else ''}{'-persistent' if blocks[5:] == (True,) else ''}")
     return pytest.param(b, sq, sk, h, hk, d, causal, dtype, blocks, id=tag)
 
 
@@ -70,17 +69,6 @@ CASES += [
     case(4, 1000, 1000, 32, 32, 64, True, BF16, PERS),
     case(2, 2049, 2049, 24, 24, 64, False, BF16, PERS),
 ]
-# the probabilities' exp2 in float16 pairs (ex2.approx.f16x2), both kernels, both dtypes
-HALF, PPHALF, PERSHALF = (*S2, False, True), (*PP, False, True), (*PP, True, True)
-CASES += [
-    case(2, 1000, 1000, 4, 4, 128, False, BF16, HALF),
-    case(1, 129, 65, 4, 2, 128, True, F16, PPHALF),
-    case(1, 513, 513, 2, 2, 64, True, BF16, PERSHALF),
-    case(1, 65, 300, 4, 1, 64, True, F16, PERSHALF),
-    case(4, 1000, 1000, 32, 32, 64, False, F16, PERSHALF),
-    case(2, 777, 901, 8, 2, 128, True, BF16, PERSHALF),
-    case(2, 2049, 2049, 24, 24, 64, True, BF16, PERSHALF),
-]
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)
@@ -116,20 +104,17 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     q, k, v = (randn(2, 600, 4, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 4, 3, gluon=True))
-    assert calls == [(128, 64, 4, 3, False, False, False)]
+    assert calls == [(128, 64, 4, 3, False, False)]
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True))
-    assert calls[-1] == (128, 128, 4, 2, True, False, False)
+    assert calls[-1] == (128, 128, 4, 2, True, False)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, persistent=True))
-    assert calls[-1] == (128, 128, 4, 2, False, True, False)
-    fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, persistent=True,
-                                                      half_exp=True))
-    assert calls[-1] == (128, 128, 4, 2, False, True, True)
+    assert calls[-1] == (128, 128, 4, 2, False, True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
-    assert len(calls) == 4, "gluon=False must run the tl kernel"
+    assert len(calls) == 3, "gluon=False must run the tl kernel"
     out = flash_attn_func(q, k, v, causal=True)  # the shipped config: the Gluon kernel
-    assert len(calls) == 5 and calls[-1] == (128, 128, 4, 2, True, True, False)
+    assert len(calls) == 4 and calls[-1] == (128, 128, 4, 2, True, True)
     flash_attn_func(q, k, v, causal=True, softcap=10.0)  # not covered: the tl kernel
-    assert len(calls) == 5
+    assert len(calls) == 4
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, upcast=False)
     assert_close(out, ref, low, name="out")

@@ -74,19 +74,35 @@ def _gluon():
 def test_strides_alignment_and_dtype_change_the_key():
     """One shape, then: q, k, v as views of a packed tensor (other strides); views whose data
     starts 2 bytes past a 16-byte boundary (Triton compiles pointers it knows to be aligned
-    differently; these take the tl kernels); float16 instead of bfloat16. Every result is
-    checked; on sm_90 the Gluon kernels, which take q, k, v directly, get new cache entries."""
+    differently; these take the tl kernels); float16 instead of bfloat16. Every result and
+    gradient is checked; on sm_90 the Gluon kernels, which take q, k, v directly, get new cache
+    entries for the new strides and dtype."""
     common._COMPILED.clear()
     b, s, h, d = 1, 200, 2, 64
+    n_el = b * s * h * d
+
+    def packed_views(p):  # (b, s, 3, h, d) -> q, k, v with the packed row stride
+        return p.unbind(2)
+
+    def offset_views(flat):  # three (b, s, h, d) views, each 2 bytes past 16-byte alignment
+        return [flat[1 + i * n_el:][:n_el].view(b, s, h, d) for i in range(3)]
+
+    def check_views(views, source):
+        def ours(x):
+            return flash_attn_func(*views(x), causal=True)
+
+        def ref(x, upcast):
+            return attention_ref(*views(x), causal=True, upcast=upcast)[0]
+
+        check_attention(ours, ref, (source,), names=("source",))
+
     _check(True, 0.0, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
     n = len(common._COMPILED)
-    packed = randn(b, s, 3, h, d, dtype=BF16)
-    _check(True, 0.0, *packed.unbind(2))
+    check_views(packed_views, randn(b, s, 3, h, d, dtype=BF16))
     assert len(common._COMPILED) > n or not _gluon()
-    flat = randn(b * s * h * d * 3 + 1, dtype=BF16)
-    views = [flat[1 + i * b * s * h * d:][:b * s * h * d].view(b, s, h, d) for i in range(3)]
-    assert all(t.data_ptr() % 16 == 2 for t in views)
-    _check(True, 0.0, *views)
+    flat = randn(3 * n_el + 1, dtype=BF16)
+    assert all(t.data_ptr() % 16 == 2 for t in offset_views(flat))
+    check_views(offset_views, flat)
     n = len(common._COMPILED)
     _check(True, 0.0, *(randn(b, s, h, d, dtype=F16) for _ in range(3)))
     assert len(common._COMPILED) > n or not _gluon()

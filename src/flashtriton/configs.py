@@ -92,7 +92,6 @@ class KernelConfig:
     split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
     #                         half of dQ's columns (one dQ reduction per step, not two)
     persistent: bool = False  # Gluon forward: one program per SM walks the tiles
-    half_exp: bool = False  # Gluon forward: the probabilities' exp2 in float16 pairs
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at

@@ -35,24 +35,8 @@ _empty = torch.empty
 
 
 @gluon.jit
-def _exp2(x, HALF_EXP: gl.constexpr):
-    """2**x for the probabilities. ``HALF_EXP``: the argument rounded to float16 and two
-    results per special-function instruction (``ex2.approx.f16x2``), which halves the SFU time
-    that bounds the softmax at head dim 64; the result is returned in float32 either way. Its
-    error (the argument's rounding, relative 2^-11 · |x| · ln 2 on a p = 2^x <= 1) stays under
-    one float16 rounding of p, which P takes anyway before its product with V."""
-    if HALF_EXP:
-        h = gl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r", [x.to(gl.float16)],
-                                      dtype=gl.float16, is_pure=True, pack=2)
-        return h.to(gl.float32)
-    else:
-        return gl.exp2(x)
-
-
-@gluon.jit
 def _softmax_block(s, m_i, l_i, offs_m, start_n, seqlen_k, shift, qk_scale,
-                   MASKED: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr,
-                   HALF_EXP: gl.constexpr):
+                   MASKED: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
     """One online-softmax step on raw scores ``s`` [BLOCK_M, BLOCK_N] (log2 units after the
     scale). Returns (p, alpha, m_new, l_new). MASKED: keys past the sequence or right of a row's
     diagonal (``key <= row + shift``; the launcher makes shift large when not causal) drop out."""
@@ -63,11 +47,11 @@ def _softmax_block(s, m_i, l_i, offs_m, start_n, seqlen_k, shift, qk_scale,
         s = gl.where(keep, s * qk_scale, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows that saw no key yet
-        p = _exp2(s - gl.expand_dims(m_use, 1), HALF_EXP)
+        p = gl.exp2(s - gl.expand_dims(m_use, 1))
         alpha = gl.exp2(m_i - m_use)
     else:
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        p = _exp2(s * qk_scale - gl.expand_dims(m_new, 1), HALF_EXP)
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
         alpha = gl.exp2(m_i - m_new)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
@@ -110,7 +94,7 @@ def _ws_producer(args):
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
                  turns, n_tiles, n_full, offs_m, seqlen_k, shift, qk_scale, WG: gl.constexpr,
-                 BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, HALF_EXP: gl.constexpr):
+                 BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr):
     """One consumer's rows against the ``n_tiles`` key tiles of a tile of work: per step it
     issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
     of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
@@ -144,10 +128,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.arrive(qe, pred=n_tiles == 1)  # the tile's last S product is done
         if 0 >= n_full:
             p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, True, BLOCK_N, s_layout, HALF_EXP)
+                                                qk_scale, True, BLOCK_N, s_layout)
         else:
             p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, False, BLOCK_N, s_layout, HALF_EXP)
+                                                qk_scale, False, BLOCK_N, s_layout)
         p16 = p.to(dtype)
         for j in range(0, n_tiles - 1):
             slot = (kv + j) % STAGES
@@ -170,11 +154,11 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if j + 1 >= n_full:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
                                                     seqlen_k, shift, qk_scale, True,
-                                                    BLOCK_N, s_layout, HALF_EXP)
+                                                    BLOCK_N, s_layout)
             else:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
                                                     seqlen_k, shift, qk_scale, False,
-                                                    BLOCK_N, s_layout, HALF_EXP)
+                                                    BLOCK_N, s_layout)
             p16 = p.to(dtype)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(slot))
@@ -201,7 +185,7 @@ def _normalize(acc, m_i, l_i):
 
 
 @gluon.jit
-def _ws_consumer(args, WG: gl.constexpr, HALF_EXP: gl.constexpr):
+def _ws_consumer(args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
     rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
     (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, turn,
@@ -235,7 +219,7 @@ def _ws_consumer(args, WG: gl.constexpr, HALF_EXP: gl.constexpr):
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  qb, zero_s, 0, 0, n_tiles, n_full, offs_m, seqlen_k, shift,
-                                 qk_scale, WG, BLOCK_N, False, HALF_EXP)
+                                 qk_scale, WG, BLOCK_N, False)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -248,25 +232,14 @@ def _ws_consumer(args, WG: gl.constexpr, HALF_EXP: gl.constexpr):
     tma.store_wait(pendings=0)
 
 
-# the partitions take only runtime arguments: one function per (warpgroup, exp precision)
 @gluon.jit
 def _ws_consumer0(args):
-    _ws_consumer(args, 0, False)
+    _ws_consumer(args, 0)
 
 
 @gluon.jit
 def _ws_consumer1(args):
-    _ws_consumer(args, 1, False)
-
-
-@gluon.jit
-def _ws_consumer0_half(args):
-    _ws_consumer(args, 0, True)
-
-
-@gluon.jit
-def _ws_consumer1_half(args):
-    _ws_consumer(args, 1, True)
+    _ws_consumer(args, 1)
 
 
 @gluon.jit
@@ -300,7 +273,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
-                 PINGPONG: gl.constexpr, HALF_EXP: gl.constexpr):
+                 PINGPONG: gl.constexpr):
     """One program per 2·BLOCK_M query rows of a head: the default partition (the producer)
     fills the K/V rings by TMA; two worker partitions of CONSUMER_WARPS warps (the consumers)
     own BLOCK_M rows each and share every K/V tile (see the module docstring)."""
@@ -339,14 +312,8 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
             turn, q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn,
             stride_om, seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale)
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
-    if HALF_EXP:
-        gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0_half, (args,)),
-                            (_ws_consumer1_half, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS],
-                           [240, 240])
-    else:
-        gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
-                            (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS],
-                           [240, 240])
+    gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
+                        (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 @gluon.jit
@@ -440,7 +407,7 @@ def _pers_producer(args):
 
 
 @gluon.jit
-def _pers_consumer(args, WG: gl.constexpr, HALF_EXP: gl.constexpr):
+def _pers_consumer(args, WG: gl.constexpr):
     """Persistent forward, one consumer warpgroup: for each tile, ``_attend_tile`` on ring
     positions that run on across tiles; Q's buffer is released as soon
     as the tile's last S product has completed (the producer loads the next Q under this tile's
@@ -479,7 +446,7 @@ def _pers_consumer(args, WG: gl.constexpr, HALF_EXP: gl.constexpr):
         mbarrier.arrive(qe, pred=n_tiles == 0)  # no product reads this Q
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, qe, zero_s, kv, turns, n_tiles, n_full, offs_m,
-                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True, HALF_EXP)
+                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True)
         out, lse = _normalize(acc, m_i, l_i)
         tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
         o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
@@ -495,22 +462,12 @@ def _pers_consumer(args, WG: gl.constexpr, HALF_EXP: gl.constexpr):
 
 @gluon.jit
 def _pers_consumer0(args):
-    _pers_consumer(args, 0, False)
+    _pers_consumer(args, 0)
 
 
 @gluon.jit
 def _pers_consumer1(args):
-    _pers_consumer(args, 1, False)
-
-
-@gluon.jit
-def _pers_consumer0_half(args):
-    _pers_consumer(args, 0, True)
-
-
-@gluon.jit
-def _pers_consumer1_half(args):
-    _pers_consumer(args, 1, True)
+    _pers_consumer(args, 1)
 
 
 @gluon.jit
@@ -520,8 +477,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
                          qk_scale, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                         CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
-                         HALF_EXP: gl.constexpr):
+                         CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (2·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``reverse``: causal, longest first, in a snake); partitions as
@@ -551,14 +507,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
             n_m, total, reverse, stride_qb, stride_qm, stride_qh, stride_kb,
             stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_ob, stride_om,
             stride_oh, stride_lb, stride_lh)
-    if HALF_EXP:
-        gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0_half, (args,)),
-                            (_pers_consumer1_half, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS],
-                           [240, 240])
-    else:
-        gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
-                            (_pers_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS],
-                           [240, 240])
+    gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
+                        (_pers_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
@@ -575,12 +525,10 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
-                   num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
-                   half_exp: bool = False):
+                   num_stages: int = 2, pingpong: bool = False, persistent: bool = False):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between two consumer warpgroups of num_warps warps; block_n keys per tile, num_stages-deep
     K/V rings. ``persistent``: one program per SM walks the tiles (``_attn_fwd_persistent``).
-    ``half_exp``: the probabilities' exp2 in float16 pairs (see ``_exp2``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
@@ -594,8 +542,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
                *lse.stride()[:2])
     meta = dict(HEAD_DIM=d, BLOCK_M=block_m // 2, BLOCK_N=block_n, STAGES=num_stages,
-                CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, HALF_EXP=half_exp,
-                num_warps=4, maxnreg=maxnreg)
+                CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, num_warps=4,
+                maxnreg=maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
         launch(_attn_fwd_persistent, (max(1, min(tiles, num_sms(q.device))),),
