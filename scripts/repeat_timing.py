@@ -3,9 +3,11 @@
     PYTHONPATH=src python3 scripts/repeat_timing.py [--reps 5]
 
 Prints one line per (config, shape) with every repetition's TFLOP/s and the spread; output is
-checked against SDPA once per shape before timing.
+checked against SDPA once per shape before timing. Each repetition's end time (unix seconds) is
+printed too, to line the medians up with a clock and power log (``nvidia-smi -lms``).
 """
 import argparse
+import time
 
 import torch
 import torch.nn.functional as F
@@ -32,10 +34,13 @@ def main():
             out, _ = attn_fwd(q, k, v, params, config=cfg)
             err = ((out.float() - ref.float()).abs().max()).item()
             assert err < 2e-2, (name, s, causal, err)
-            tf = [flops / do_bench(lambda: attn_fwd(q, k, v, params, config=cfg)) * 1e-9
-                  for _ in range(args.reps)]
+            tf, ends = [], []
+            for _ in range(args.reps):
+                tf.append(flops / do_bench(lambda: attn_fwd(q, k, v, params, config=cfg)) * 1e-9)
+                ends.append(time.time())
             print(f"s{s} causal={causal} {name}: " + " ".join(f"{t:.1f}" for t in tf)
-                  + f"  spread {max(tf) / min(tf) - 1:.1%}", flush=True)
+                  + f"  spread {max(tf) / min(tf) - 1:.1%}  (ends at unix "
+                  + " ".join(f"{e:.2f}" for e in ends) + ")", flush=True)
 
 
 if __name__ == "__main__":
