@@ -6,7 +6,8 @@
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
 # fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
 # bwd-gluon-fp16 / bwd-gluon-bf16 (the shipped backward config in each dtype), fwd-pers /
-# fwd-pers-d64 (the persistent Gluon forward against the shipped one), bwd-pers / bwd-pers-d64
+# fwd-pers-d64 (the persistent Gluon forward against the shipped one), fwd-pers-d64-causal (its
+# causal tiles 128 or 64 keys wide), bwd-pers / bwd-pers-d64
 # (the Gluon backward, persistent or one program per tile).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
@@ -64,6 +65,8 @@ for name in $SWEEPS; do
         --bwd-space "'64:128;4;2;gluonsplit,gluonsplitpers'" ;;
     fwd-pers-d64) sweep fwd-pers-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
         --fwd-space "'128:128;4;2;gluon,gluonpers'" ;;
+    fwd-pers-d64-causal) sweep fwd-pers-d64-causal 150 --pass fwd --headdims 64 --seqlens 1024,4096 \
+        --causal 1 --fwd-space "'128:128;4;2,3;gluonpers|128:64;4;2,3;gluonpers|128:64;4;3;gluonpppers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;
