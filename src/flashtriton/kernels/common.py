@@ -30,7 +30,6 @@ def dot_flags(dtype, allow_tf32: bool) -> dict:
     bfloat16 numbers are exact in float32. The GPU path never upcasts.
     ``PRECISION``: float32 inputs compute in true fp32 (``"ieee"``) unless the user allows tf32.
     """
-
     return {
         "UPCAST_BF16": is_interpreting() and dtype == torch.bfloat16,
         "PRECISION": "tf32" if (dtype == torch.float32 and allow_tf32) else "ieee",
@@ -91,14 +90,12 @@ def launch(kernel, grid: tuple, *args, **kwargs) -> None:
 
 
 def _torch_allocator(size: int, alignment: int, stream):
-
     return torch.empty(size, dtype=torch.int8, device="cpu" if is_interpreting() else "cuda")
 
 
 @functools.lru_cache(maxsize=None)
 def cuda_major(device) -> int:
     """Compute-capability major of a CUDA device (0 for other devices), looked up once."""
-
     return torch.cuda.get_device_capability(device)[0] if device.type == "cuda" else 0
 
 
@@ -106,7 +103,6 @@ def cuda_major(device) -> int:
 def num_sms(device) -> int:
     """Streaming multiprocessors of a CUDA device, looked up once; 132 (an H200's) for other
     devices, where only the analysis tools ask (they compile for an H200 without one)."""
-
     if device.type != "cuda":
         return 132
     return torch.cuda.get_device_properties(device).multi_processor_count
