@@ -40,6 +40,10 @@ def test_key_separates_what_triton_specialises_on():
     assert _arg_key(None) != _arg_key(0) and _arg_key("ieee") != _arg_key("tf32")
 
 
+def _gluon():
+    return torch.cuda.get_device_capability()[0] == 9
+
+
 def _check(causal, softcap, q, k, v):
     def ours(q, k, v):
         return flash_attn_func(q, k, v, causal=causal, softcap=softcap)
@@ -64,10 +68,6 @@ def test_repeated_calls_go_through_the_cache(causal, softcap):
     # wrapped by triton.heuristics and take Triton's path every call)
     assert sizes[0] >= (3 if softcap == 0 and _gluon() else 1), sizes
     assert sizes[1] == sizes[2] == sizes[0], "a repeated call compiled or cached again"
-
-
-def _gluon():
-    return torch.cuda.get_device_capability()[0] == 9
 
 
 @on_gpu

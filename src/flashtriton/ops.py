@@ -109,11 +109,15 @@ _FWD_ARGS = ("q", "k", "v", "attn_mask", "alibi_slopes", "cu_seqlens_q", "cu_seq
              "descale")
 
 
+_SEED = _FWD_ARGS.index("seed")
+_SCALARS = slice(_FWD_ARGS.index("max_seqlen_q"), _SEED)  # the backward's scalar arguments
+
+
 def _setup_context(ctx, inputs, output):
-    q, k, v, attn_mask, alibi_slopes, cu_q, cu_k = inputs[:7]
+    q, k, v, attn_mask, alibi_slopes, cu_q, cu_k = inputs[:_SCALARS.start]
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, inputs[17])
-    ctx.scalars = inputs[7:17]
+    ctx.save_for_backward(q, k, v, out, lse, attn_mask, alibi_slopes, cu_q, cu_k, inputs[_SEED])
+    ctx.scalars = inputs[_SCALARS]
 
 
 def _grads(ctx, grad_out, grad_lse, bwd):

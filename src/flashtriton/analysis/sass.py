@@ -90,31 +90,18 @@ def _production_fwd(shape: Shape):
              config=cfg)
 
 
-@contextmanager
-def _no_descriptor_allocator():
-    """The Gluon launchers install Triton's allocator for device-side descriptors; a captured
-    launch runs nothing, so skip that (it needs a GPU)."""
-    from flashtriton.kernels import bwd_gluon, fwd_gluon
-
-    saved = fwd_gluon.ensure_allocator, bwd_gluon.ensure_allocator
-    fwd_gluon.ensure_allocator = bwd_gluon.ensure_allocator = lambda: None
-    try:
-        yield
-    finally:
-        fwd_gluon.ensure_allocator, bwd_gluon.ensure_allocator = saved
-
-
 def _gluon_fwd(persistent: bool):
     def launch(shape: Shape):
         from flashtriton.configs import _FWD_GLUON, make_params
         from flashtriton.kernels import fwd_gluon
 
         cfg = _FWD_GLUON[(shape.head_dim, False)]
-        with _no_descriptor_allocator():
-            fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
-                                     make_params(shape.head_dim), shape.block_m or cfg.block_m,
-                                     shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
-                                     cfg.pingpong, persistent)
+        # the launcher installs Triton's allocator for device-side descriptors (setting it needs
+        # no GPU; a captured launch allocates nothing)
+        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
+                                 make_params(shape.head_dim), shape.block_m or cfg.block_m,
+                                 shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
+                                 cfg.pingpong, persistent)
     return launch
 
 
@@ -127,11 +114,10 @@ def _gluon_bwd(shape: Shape):
     cfg = _BWD_GLUON[(shape.head_dim, False)]
     q, k, v = _qkv(shape.dtype, shape.head_dim)
     lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    with _no_descriptor_allocator():
-        bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
-                                 make_params(shape.head_dim), shape.block_m or cfg.block_m,
-                                 shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
-                                 split_dq=cfg.split_dq, persistent=cfg.persistent)
+    bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
+                             make_params(shape.head_dim), shape.block_m or cfg.block_m,
+                             shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
+                             split_dq=cfg.split_dq, persistent=cfg.persistent)
 
 
 def _production_bwd(deterministic: bool):
