@@ -69,6 +69,27 @@ CASES += [
     case(4, 1000, 1000, 32, 32, 64, True, BF16, PERS),
     case(2, 2049, 2049, 24, 24, 64, False, BF16, PERS),
 ]
+# three consumer warpgroups (block_m 192, 64 rows each): ring slots freed by three arrivals,
+# ping-pong turns passed round a cycle of three; row counts that leave a program's last
+# consumer, or its last two, without rows
+C3, C3PP = (192, 128, 4, 2, False), (192, 128, 4, 2, True)
+C3PERS, C3PPPERS = (*C3, True), (*C3PP, True)
+CASES += [
+    case(1, 1, 1, 2, 2, 64, True, BF16, C3),
+    case(1, 129, 65, 4, 2, 64, True, BF16, C3),
+    case(1, 65, 300, 4, 1, 64, True, F16, C3PP),
+    case(2, 777, 901, 8, 2, 64, False, BF16, C3),
+    case(2, 777, 901, 8, 2, 64, True, BF16, C3PP),
+    case(1, 4096, 4096, 2, 2, 64, True, BF16, C3),
+    case(1, 3000, 3000, 2, 2, 64, False, F16, (192, 128, 4, 3, False)),
+    case(1, 500, 500, 2, 2, 128, True, BF16, C3),   # head dim 128: correct, not tuned for
+    case(1, 1, 1, 2, 2, 64, True, BF16, C3PPPERS),
+    case(1, 257, 383, 2, 2, 64, False, F16, C3PERS),
+    case(4, 1000, 1000, 16, 16, 64, False, BF16, C3PPPERS),
+    case(4, 1000, 1000, 32, 32, 64, True, BF16, C3PERS),
+    case(3, 777, 901, 16, 4, 64, True, F16, C3PPPERS),
+    case(2, 2049, 2049, 24, 24, 64, True, BF16, (192, 128, 4, 3, False, True)),
+]
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)

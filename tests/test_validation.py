@@ -84,3 +84,15 @@ def test_varlen_rejects(cu_q, exc, match):
     cu_k = torch.tensor([0, 4, 8], dtype=torch.int32, device=DEVICE)
     with pytest.raises(exc, match=match):
         flash_attn_varlen_func(q, k, v, cu_q.to(DEVICE), cu_k, 8, 8)
+
+
+@pytest.mark.parametrize("block_m,warps", [(96, 4), (192, 8), (128, 8 * 2)])
+def test_gluon_forward_rejects_consumer_rows(block_m, warps):
+    """Each consumer warpgroup's rows (block_m over two consumers, three at 192) must fill its
+    warps' 16-row MMA slices; the launcher says so before it touches the device."""
+    from flashtriton.configs import make_params
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    q = t(1, 64, 2, 64)
+    with pytest.raises(ValueError, match=f"block_m={block_m} with num_warps={warps}"):
+        attn_fwd_gluon(q, q, q, make_params(64), block_m, 128, warps)

@@ -2,14 +2,16 @@
 inputs, head dim 64 or 128, causal or not, for sm_90.
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
-producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups own half of a
-program's rows each, share every tile, and per step issue the warpgroup MMAs
+producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
+``block_m`` is 192: more independent MMA and exp chains per SM, FlashAttention-3's choice at head
+dim 64) own a share of a program's rows each, share every tile, and per step issue the warpgroup
+MMAs
 
     S[j+1] = Q K[j+1]ᵀ  and  O += P[j] V[j]     (async, back to back)
     wait for S[j+1]; softmax of S[j+1]          (CUDA cores, while P[j] V[j] runs)
     wait for P[j] V[j]
 
-With ``pingpong`` the two consumers also take turns to issue, so that one's softmax runs under
+With ``pingpong`` the consumers also take turns to issue, so that one's softmax runs under
 the other's products.
 
 No product is left in flight across the loop's back edge: when one is (retiring P[j-1] V[j-1]
@@ -94,18 +96,21 @@ def _ws_producer(args):
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
                  turns, n_tiles, n_full, offs_m, seqlen_k, shift, qk_scale, WG: gl.constexpr,
-                 BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr):
+                 BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr):
     """One consumer's rows against the ``n_tiles`` key tiles of a tile of work: per step it
     issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
     of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
     also take turns to issue, so that one's softmax runs under the other's products). Ring
     positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
     them across tiles); ``RELEASE_Q``: arrive on ``qe`` once the last S product has completed.
+    ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
+    ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     Returns (acc, m_i, l_i), O unnormalized."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
     STAGES: gl.constexpr = k_smem.type.shape[0]
-    PINGPONG: gl.constexpr = turn.type.shape[0] == 2
+    CONSUMERS: gl.constexpr = turn.type.shape[0]  # 1 without ping-pong
+    PINGPONG: gl.constexpr = CONSUMERS > 1
     dtype: gl.constexpr = q_s.dtype
     s_layout: gl.constexpr = zero_s.type.layout
     WARPS: gl.constexpr = gl.num_warps()
@@ -146,7 +151,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                                 is_async=True)
-            mbarrier.arrive(turn.index(1 - WG), pred=PINGPONG)
+            mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
             mbarrier.arrive(k_empty.index(nslot))
             if RELEASE_Q:
@@ -159,9 +164,12 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
                                                     seqlen_k, shift, qk_scale, False,
                                                     BLOCK_N, s_layout)
-            p16 = p.to(dtype)
+            if not LATE_CVT:
+                p16 = p.to(dtype)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(slot))
+            if LATE_CVT:
+                p16 = p.to(dtype)
         slot = (kv + n_tiles - 1) % STAGES
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
         p_op = gl.convert_layout(p16, p_layout)
@@ -219,7 +227,7 @@ def _ws_consumer(args, WG: gl.constexpr):
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  qb, zero_s, 0, 0, n_tiles, n_full, offs_m, seqlen_k, shift,
-                                 qk_scale, WG, BLOCK_N, False)
+                                 qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -243,11 +251,17 @@ def _ws_consumer1(args):
 
 
 @gluon.jit
-def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr):
+def _ws_consumer2(args):
+    _ws_consumer(args, 2)
+
+
+@gluon.jit
+def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr):
     """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer) and the
     consumers' ping-pong turns: one barrier per consumer, its turn to issue, the first
-    consumer's already passed; a single unused one without ping-pong (constexprs do not reach
-    the partitions, the buffer's shape does)."""
+    consumer's already passed, each consumer handing the turn to the next in a cycle; a single
+    unused one without ping-pong (constexprs do not reach the partitions, the buffer's shape
+    does)."""
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -255,11 +269,11 @@ def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr):
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)
-        mbarrier.init(v_empty.index(i), count=2)
-    turn = gl.allocate_shared_memory(gl.int64, [2 if PINGPONG else 1, 1],
-                                     mbarrier.MBarrierLayout())
-    for i in gl.static_range(2 if PINGPONG else 1):
+        mbarrier.init(k_empty.index(i), count=CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=CONSUMERS)
+    TURNS: gl.constexpr = CONSUMERS if PINGPONG else 1
+    turn = gl.allocate_shared_memory(gl.int64, [TURNS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(TURNS):
         mbarrier.init(turn.index(i), count=1)
     if PINGPONG:
         mbarrier.arrive(turn.index(0))
@@ -273,12 +287,13 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
-                 PINGPONG: gl.constexpr):
-    """One program per 2·BLOCK_M query rows of a head: the default partition (the producer)
-    fills the K/V rings by TMA; two worker partitions of CONSUMER_WARPS warps (the consumers)
-    own BLOCK_M rows each and share every K/V tile (see the module docstring)."""
+                 PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr):
+    """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
+    producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
+    CONSUMER_WARPS warps (the consumers) own BLOCK_M rows each and share every K/V tile (see the
+    module docstring)."""
     dtype: gl.constexpr = Q.dtype.element_ty
-    n_m = gl.cdiv(seqlen_q, 2 * BLOCK_M)
+    n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     pid_m = gl.program_id(0)
     if CAUSAL:  # longest rows first
         pid_m = n_m - 1 - pid_m
@@ -286,7 +301,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     b = pid_bh // nheads
     h = pid_bh % nheads
     h_k = h // group
-    m0 = pid_m * 2 * BLOCK_M
+    m0 = pid_m * CONSUMERS * BLOCK_M
     b64 = b.to(gl.int64)
     q_base = b64 * stride_qb + h.to(gl.int64) * stride_qh
     k_base = b64 * stride_kb + h_k.to(gl.int64) * stride_kh
@@ -296,24 +311,30 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
 
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
-    n_tiles = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(m0 + 2 * BLOCK_M + shift, 0)), BLOCK_N)
+    n_tiles = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(m0 + CONSUMERS * BLOCK_M + shift, 0)),
+                      BLOCK_N)
 
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, HEAD_DIM], q_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
+    q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
-    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG)
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
 
     args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
             turn, q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn,
             stride_om, seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale)
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
-    gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
-                        (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+    if CONSUMERS == 3:
+        gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
+                            (_ws_consumer1, (args,)), (_ws_consumer2, (args,))],
+                           [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
+    else:
+        gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
+                            (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 @gluon.jit
@@ -364,6 +385,7 @@ def _pers_producer(args):
      v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale, n_m, total,
      reverse, stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb,
      stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -385,8 +407,8 @@ def _pers_producer(args):
     local = 0
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            reverse, 2 * BLOCK_M, BLOCK_N)
-        for w in gl.static_range(2):
+                                            reverse, CONSUMERS * BLOCK_M, BLOCK_N)
+        for w in gl.static_range(CONSUMERS):
             mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
             mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
             tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
@@ -416,6 +438,7 @@ def _pers_consumer(args, WG: gl.constexpr):
      v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale, n_m, total,
      reverse, stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb,
      stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
@@ -438,7 +461,7 @@ def _pers_consumer(args, WG: gl.constexpr):
     turns = 0  # ping-pong waits so far (n_tiles - 1 per tile)
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            reverse, 2 * BLOCK_M, BLOCK_N)
+                                            reverse, CONSUMERS * BLOCK_M, BLOCK_N)
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
@@ -446,7 +469,8 @@ def _pers_consumer(args, WG: gl.constexpr):
         mbarrier.arrive(qe, pred=n_tiles == 0)  # no product reads this Q
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, qe, zero_s, kv, turns, n_tiles, n_full, offs_m,
-                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True)
+                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
+                                     CONSUMERS > 2)
         out, lse = _normalize(acc, m_i, l_i)
         tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
         o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
@@ -471,44 +495,55 @@ def _pers_consumer1(args):
 
 
 @gluon.jit
+def _pers_consumer2(args):
+    _pers_consumer(args, 2)
+
+
+@gluon.jit
 def _attn_fwd_persistent(Q, K, V, O, LSE,
                          stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
                          stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
                          qk_scale, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                         CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr):
+                         CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
+                         CONSUMERS: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
-    (2·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
+    (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``reverse``: causal, longest first, in a snake); partitions as
     ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
     so the next tile's loads run under the current one's last products and epilogue."""
     dtype: gl.constexpr = Q.dtype.element_ty
-    n_m = gl.cdiv(seqlen_q, 2 * BLOCK_M)
+    n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     total = n_m * batch * nheads
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, 1, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
-    o_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+    o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
+    q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
-    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG)
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
 
     args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty,
             v_ready, v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
             n_m, total, reverse, stride_qb, stride_qm, stride_qh, stride_kb,
             stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_ob, stride_om,
             stride_oh, stride_lb, stride_lh)
-    gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
-                        (_pers_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+    if CONSUMERS == 3:
+        gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
+                            (_pers_consumer1, (args,)), (_pers_consumer2, (args,))],
+                           [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
+    else:
+        gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
+                            (_pers_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
@@ -527,9 +562,16 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
-    between two consumer warpgroups of num_warps warps; block_n keys per tile, num_stages-deep
-    K/V rings. ``persistent``: one program per SM walks the tiles (``_attn_fwd_persistent``).
+    between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
+    (64 rows each); block_n keys per tile, num_stages-deep K/V rings. ``persistent``: one
+    program per SM walks the tiles (``_attn_fwd_persistent``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
+    consumers = 3 if block_m == 192 else 2
+    rows = block_m // consumers
+    if rows % (16 * num_warps) or (consumers == 3 and num_warps != 4):
+        raise ValueError(f"attn_fwd_gluon: block_m={block_m} with num_warps={num_warps}: each "
+                         f"consumer's {rows} rows must be a multiple of 16·num_warps (three "
+                         f"consumers: 4 warps each)")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -538,12 +580,12 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     causal = params.window_right == 0
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     # the consumers and a producer warpgroup share the SM's 64K registers
-    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
+    maxnreg = (65536 // ((consumers * num_warps + 4) * 32)) // 8 * 8
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
                *lse.stride()[:2])
-    meta = dict(HEAD_DIM=d, BLOCK_M=block_m // 2, BLOCK_N=block_n, STAGES=num_stages,
-                CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, num_warps=4,
-                maxnreg=maxnreg)
+    meta = dict(HEAD_DIM=d, BLOCK_M=rows, BLOCK_N=block_n, STAGES=num_stages,
+                CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, CONSUMERS=consumers,
+                num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
         launch(_attn_fwd_persistent, (max(1, min(tiles, num_sms(q.device))),),
