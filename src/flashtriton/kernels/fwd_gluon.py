@@ -95,16 +95,19 @@ def _ws_producer(args):
 
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
-                 turns, n_tiles, n_full, offs_m, seqlen_k, shift, qk_scale, WG: gl.constexpr,
-                 BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr):
-    """One consumer's rows against the ``n_tiles`` key tiles of a tile of work: per step it
-    issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
+                 turns, n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
+                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr):
+    """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
+    work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
+    step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
     of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
     also take turns to issue, so that one's softmax runs under the other's products). Ring
     positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
     them across tiles); ``RELEASE_Q``: arrive on ``qe`` once the last S product has completed.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
+    The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
+    passed on, so that every consumer keeps the same step count on the shared barriers.
     Returns (acc, m_i, l_i), O unnormalized."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
@@ -122,7 +125,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-    if n_tiles > 0:
+    if n_own > 0:
         slot0 = kv % STAGES
         mbarrier.wait(k_ready.index(slot0), (kv // STAGES) & 1)
         s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
@@ -130,7 +133,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot0))
         if RELEASE_Q:
-            mbarrier.arrive(qe, pred=n_tiles == 1)  # the tile's last S product is done
+            mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         if 0 >= n_full:
             p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
                                                 qk_scale, True, BLOCK_N, s_layout)
@@ -138,7 +141,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
                                                 qk_scale, False, BLOCK_N, s_layout)
         p16 = p.to(dtype)
-        for j in range(0, n_tiles - 1):
+        for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
             nslot = (kv + j + 1) % STAGES
             mbarrier.wait(turn.index(WG), (turns + j) & 1, pred=PINGPONG)
@@ -155,7 +158,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
             mbarrier.arrive(k_empty.index(nslot))
             if RELEASE_Q:
-                mbarrier.arrive(qe, pred=j == n_tiles - 2)  # the tile's last S product is done
+                mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             if j + 1 >= n_full:
                 p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
                                                     seqlen_k, shift, qk_scale, True,
@@ -170,14 +173,25 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.arrive(v_empty.index(slot))
             if LATE_CVT:
                 p16 = p.to(dtype)
-        slot = (kv + n_tiles - 1) % STAGES
+        slot = (kv + n_own - 1) % STAGES
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
         p_op = gl.convert_layout(p16, p_layout)
-        mbarrier.wait(v_ready.index(slot), ((kv + n_tiles - 1) // STAGES) & 1)
+        mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                             is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index(slot))
+    # tiles past this consumer's own: release each slot once it is filled (an arrival before
+    # the fill could count towards the slot's previous use); tile i stands for step i - 1,
+    # whose turn is taken and passed on around it, as a computed step would
+    for i in range(n_own, n_tiles):
+        slot = (kv + i) % STAGES
+        mbarrier.wait(turn.index(WG), (turns + i - 1) & 1, pred=PINGPONG and i > 0)
+        mbarrier.wait(k_ready.index(slot), ((kv + i) // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(slot))
+        mbarrier.wait(v_ready.index(slot), ((kv + i) // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(slot))
+        mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG and i > 0)
     return acc, m_i, l_i
 
 
@@ -221,12 +235,13 @@ def _ws_consumer(args, WG: gl.constexpr):
     # tiles [0, n_full) are visible to every row of this warpgroup (without a causal mask the
     # launcher passes shift = seqlen_k, so the diagonal never cuts a tile)
     n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
+    n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
 
     offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
-                                 qb, zero_s, 0, 0, n_tiles, n_full, offs_m, seqlen_k, shift,
+                                 qb, zero_s, 0, 0, n_tiles, n_own, n_full, offs_m, seqlen_k, shift,
                                  qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2)
 
     out, lse = _normalize(acc, m_i, l_i)
@@ -464,11 +479,12 @@ def _pers_consumer(args, WG: gl.constexpr):
                                             reverse, CONSUMERS * BLOCK_M, BLOCK_N)
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
+        n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
         mbarrier.wait(qb, local & 1)
-        mbarrier.arrive(qe, pred=n_tiles == 0)  # no product reads this Q
+        mbarrier.arrive(qe, pred=n_own == 0)  # no product reads this Q
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
-                                     turn, qe, zero_s, kv, turns, n_tiles, n_full, offs_m,
+                                     turn, qe, zero_s, kv, turns, n_tiles, n_own, n_full, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
                                      CONSUMERS > 2)
         out, lse = _normalize(acc, m_i, l_i)
