@@ -64,6 +64,15 @@ if torch.cuda.get_device_capability()[0] == 9:
     kp = torch.randn(3, 901, 4, 128, device="cuda", dtype=torch.bfloat16)
     for causal in (False, True):
         attn_fwd_gluon(qp, kp, kp, make_params(128, causal=causal), 128, 128, 4, 2, True, True)
+    # three consumers (block_m 192), one program per tile and persistent, ping-pong or not;
+    # causal, so consumers skip tiles right of their rows
+    q3 = torch.randn(3, 777, 16, 64, device="cuda", dtype=torch.bfloat16)
+    k3 = torch.randn(3, 901, 4, 64, device="cuda", dtype=torch.bfloat16)
+    for causal in (False, True):
+        for pingpong in (False, True):
+            for persistent in (False, True):
+                attn_fwd_gluon(q3, k3, k3, make_params(64, causal=causal), 192, 128, 4, 2,
+                               pingpong, persistent)
     # the Gluon backward as shipped (split dQ, GQA at 128), odd lengths
     for d, hk, dtype in ((128, 2, torch.bfloat16), (64, 1, torch.float16)):
         q = torch.randn(1, 333, 4, d, device="cuda", dtype=dtype, requires_grad=True)

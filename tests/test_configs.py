@@ -12,8 +12,7 @@ def compiled(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
 
 
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim,causal", [(64, True), (128, False), (128, True)])
 def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, causal):
     below = configs.PERSISTENT_FWD_BELOW
     for seqlen_k in (1, 1024, below - 1):
@@ -27,6 +26,21 @@ def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, cau
     long = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, 16384)
     assert (short.block_m, short.block_n, short.num_stages, short.pingpong) == \
         (long.block_m, long.block_n, long.num_stages, long.pingpong)
+
+
+def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
+    """d64 without a causal mask: two consumers (128 rows) below THREE_CONSUMERS_FWD_FROM
+    keys, three (192 rows) from there, persistent at every length."""
+    start = configs.THREE_CONSUMERS_FWD_FROM
+    for seqlen_k in (1, 1024, start - 1):
+        cfg = configs.gluon_fwd_config(torch.bfloat16, 64, False, False, seqlen_k)
+        assert (cfg.gluon, cfg.persistent, cfg.block_m) == (True, True, 128), seqlen_k
+    for seqlen_k in (start, 16384, 65536):
+        cfg = configs.gluon_fwd_config(torch.float16, 64, False, False, seqlen_k)
+        assert (cfg.gluon, cfg.persistent, cfg.block_m) == (True, True, 192), seqlen_k
+    for head_dim, causal in ((64, True), (128, False), (128, True)):
+        cfg = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, 16384)
+        assert cfg.block_m == 128, (head_dim, causal)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])

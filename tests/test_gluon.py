@@ -136,6 +136,12 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     assert len(calls) == 4 and calls[-1] == (128, 128, 4, 2, True, True)
     flash_attn_func(q, k, v, causal=True, softcap=10.0)  # not covered: the tl kernel
     assert len(calls) == 4
+    q64, k64, v64 = (randn(1, 4096, 2, 64, dtype=BF16) for _ in range(3))
+    out64 = flash_attn_func(q64, k64, v64)  # d64 from 4096 keys: three consumers, persistent
+    assert len(calls) == 5 and calls[-1] == (192, 128, 4, 2, False, True)
+    ref64, _ = attention_ref(q64, k64, v64, upcast=True)
+    low64, _ = attention_ref(q64, k64, v64, upcast=False)
+    assert_close(out64, ref64, low64, name="out (d64)")
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, upcast=False)
     assert_close(out, ref, low, name="out")

@@ -131,6 +131,17 @@ _FWD_GLUON = {
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
+# Three consumer warpgroups (block_m 192, 64 rows each) for d64 without a causal mask, from
+# THREE_CONSUMERS_FWD_FROM keys, persistent at every length: more independent MMA and exp chains
+# per SM where the exps hold back the products (docs/perf-log.md, session 7).
+# 2026-11-29-s7-tune-fwd-c3-skip.json (bf16; two consumers persistent / three persistent /
+# three one-program-per-tile / cuDNN): 1k 397.7 / 367.9 / 280.1 / 409.6 (a 192-row block
+# leaves 1152 - 1024 rows idle), 4k 420.9 / 450.1 / 418.9 / 436.9, 16k 435.4 / 469.9 / 462.7 /
+# 449.0; 2k was not measured. Causal, three consumers were slower at 1k and 4k (168.5 / 268.9,
+# 388.6 / 391.3 persistent) and level at 16k (424.3 one-program-per-tile / 430.5), so causal
+# stays with two.
+THREE_CONSUMERS_FWD_FROM = 4096
+_FWD_GLUON_THREE = {(64, False): KernelConfig(192, 128, 4, 2, gluon=True, persistent=True)}
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.
 _FWD_FP8 = {
@@ -234,8 +245,11 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     from there. The launcher still checks that the call is one the kernel covers."""
     if dropout:
         return None
-    return _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, PERSISTENT_FWD_BELOW, dtype, head_dim,
-                         causal, seqlen_k)
+    cfg = _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, PERSISTENT_FWD_BELOW, dtype, head_dim,
+                        causal, seqlen_k)
+    if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM:
+        cfg = _FWD_GLUON_THREE.get((head_dim, bool(causal)), cfg)
+    return cfg
 
 
 def fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
