@@ -9,7 +9,7 @@
 # fwd-pers-d64 (the persistent Gluon forward against the shipped one), fwd-pers-d64-causal (its
 # causal tiles 128 or 64 keys wide), fwd-c3 (d64: two consumer warpgroups or three, block_m
 # 192), fwd-c3-all (the same after consumers skip the causal tiles right of their rows),
-# bwd-pers / bwd-pers-d64
+# fwd-c3-2k (two or three at 2048 keys), fwd-c3-fp16 (the same in fp16), bwd-pers / bwd-pers-d64
 # (the Gluon backward, persistent or one program per tile).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
@@ -73,6 +73,10 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluon,gluonpers|192:128;4;2,3;gluon,gluonpp,gluonpers,gluonpppers'" ;;
     fwd-c3-all) sweep fwd-c3-all 240 --pass fwd --headdims 64 --seqlens 1024,4096,16384 --causal 0,1 \
         --fwd-space "'128:128;4;2;gluon,gluonpers|192:128;4;2;gluon,gluonpp,gluonpers,gluonpppers'" ;;
+    fwd-c3-2k) sweep fwd-c3-2k 60 --pass fwd --headdims 64 --seqlens 2048 --causal 0 \
+        --fwd-space "'128:128;4;2;gluonpers|192:128;4;2;gluonpers'" ;;
+    fwd-c3-fp16) sweep fwd-c3-fp16 60 --pass fwd --headdims 64 --seqlens 4096,16384 --causal 0 \
+        --dtype fp16 --fwd-space "'128:128;4;2;gluonpers|192:128;4;2;gluonpers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;
