@@ -16,6 +16,7 @@ COMMANDS = {
     "ladder": ("flashtriton.ladder.report", "run the optimization ladder and write a report"),
     "traffic": ("flashtriton.analysis.traffic", "HBM traffic model for a kernel and problem"),
     "profile": ("flashtriton.analysis.profile", "Nsight Compute profile of kernels (GPU)"),
+    "stalls": ("flashtriton.analysis.stalls", "where a kernel's warps wait, per partition, from an ncu source-page CSV"),
     "sass": ("flashtriton.analysis.sass", "compile a kernel for sm_90a and report its resources"),
     "budget": ("flashtriton.analysis.budget", "shared-memory and register budget of a block choice"),
 }

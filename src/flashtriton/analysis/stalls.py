@@ -1,0 +1,223 @@
+"""Where a kernel's warps wait, per warp-specialized partition, from Nsight Compute's source page.
+
+The flashtriton Gluon kernels run a producer partition (TMA loads) and consumer warpgroups
+(warpgroup MMAs and the softmax) in one program; ncu's summary pages mix their stalls, and a
+producer spinning on a full ring looks like a slow kernel. The SASS of each partition is one
+contiguous region that starts with its ``setmaxnreg`` (``USETMAXREG``), so the source page's
+per-instruction warp-state samples can be split there. Record and read:
+
+    ncu --set full --import-source no --profile-from-start off -k regex:_attn_bwd_ws -o rep \\
+        python3 scripts/profile_pass.py --pass bwd --headdim 64 --seqlen 16384
+    ncu --import rep.ncu-rep --page source --print-source sass --csv > src.csv
+    flashtriton stalls src.csv          # a .csv.gz works too
+
+Per partition: its share of the samples, the samples by opcode, the stall reasons (ncu's ``stall_*`` columns: e.g.
+``long_sb`` a long-scoreboard dependency, which is how an mbarrier wait's spin loop shows up,
+``wait`` a fixed-latency dependency, ``selected`` issuing), and the instructions with the most
+samples. Then the instructions whose shared-memory accesses took more wavefronts than ncu's
+ideal (bank conflicts).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+
+SAMPLES = "Warp Stall Sampling (All Samples)"
+EXCESS = "L1 Wavefronts Shared Excessive"
+WAVEFRONTS = "L1 Wavefronts Shared"
+IDEAL = "L1 Wavefronts Shared Ideal"
+
+
+@dataclass
+class Instruction:
+    address: str
+    sass: str
+    samples: float
+    reasons: dict[str, float]
+    executed: float
+    shared_wavefronts: float
+    shared_ideal: float
+    shared_excess: float
+
+    @property
+    def opcode(self) -> str:
+        words = self.sass.split()
+        if not words:
+            return ""
+        return words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+
+
+@dataclass
+class Partition:
+    index: int  # 0: the code before the first setmaxnreg
+    role: str  # "mma" (warpgroup MMAs), "loads" (TMA loads, no MMA) or "other"
+    samples: float
+    share: float  # of the kernel's samples
+    reasons: dict[str, float]  # stall reason -> share of this partition's samples
+    opcodes: dict[str, float]  # opcode (first word, e.g. MUFU) -> share of this partition's samples
+    top: list[tuple[float, str, str]] = field(default_factory=list)  # (share, sass, reason)
+
+
+@dataclass
+class KernelStalls:
+    kernel: str
+    samples: float
+    partitions: list[Partition]
+    shared_wavefronts: float
+    shared_excess: float
+    excess_top: list[tuple[float, float, str]]  # (excess, ideal, sass)
+
+
+def _number(text: str) -> float:
+    text = text.strip().replace(",", "")
+    if not text or text in ("-", "n/a"):
+        return 0.0
+    return float(text)
+
+
+def read_text(path: str) -> str:
+    """A CSV file, gzip-compressed or not."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return raw.decode("utf-8", errors="replace")
+
+
+def parse_source_csv(text: str) -> dict[str, list[Instruction]]:
+    """ncu's ``--page source --print-source sass --csv`` output: for each profiled kernel a
+    ``"Kernel Name",NAME`` row, a header row, then one row per SASS instruction. Returns the
+    instructions per kernel name, in address order (a second launch of one name is appended
+    under ``NAME#2``)."""
+    kernels: dict[str, list[Instruction]] = {}
+    header = None
+    name = None
+    reasons: list[str] = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row:
+            continue
+        if row[0] == "Kernel Name":
+            base = row[1] if len(row) > 1 else "?"
+            name, n = base, 1
+            while name in kernels:
+                n += 1
+                name = f"{base}#{n}"
+            kernels[name] = []
+            header = None
+            continue
+        if name is None:
+            continue  # ncu's own lines before the first kernel
+        if header is None:
+            if "Address" not in row or "Source" not in row or SAMPLES not in row:
+                raise ValueError("stalls: not an ncu source-page CSV (expected Address, Source and "
+                                 f"'{SAMPLES}' columns; export with --page source --print-source "
+                                 "sass --csv from a --set full report)")
+            header = {h: i for i, h in enumerate(row)}
+            reasons = [h for h in row if h.startswith("stall_") and "Not Issued" not in h]
+            continue
+        if len(row) < len(header):
+            continue
+
+        def get(col):
+            return _number(row[header[col]]) if col in header else 0.0
+        kernels[name].append(Instruction(
+            address=row[header["Address"]], sass=row[header["Source"]].strip(),
+            samples=get(SAMPLES), reasons={r[len("stall_"):]: get(r) for r in reasons},
+            executed=get("Instructions Executed"), shared_wavefronts=get(WAVEFRONTS),
+            shared_ideal=get(IDEAL), shared_excess=get(EXCESS)))
+    if not kernels:
+        raise ValueError("stalls: no 'Kernel Name' row: not an ncu source-page CSV")
+    return kernels
+
+
+def _reason_shares(instrs: list[Instruction], total: float) -> dict[str, float]:
+    sums: dict[str, float] = {}
+    for ins in instrs:
+        for r, v in ins.reasons.items():
+            sums[r] = sums.get(r, 0.0) + v
+    ordered = sorted(sums.items(), key=lambda kv: -kv[1])
+    return {r: v / total for r, v in ordered if v > 0} if total else {}
+
+
+def _opcode_shares(instrs: list[Instruction], total: float) -> dict[str, float]:
+    sums: dict[str, float] = {}
+    for ins in instrs:
+        op = ins.opcode.split(".")[0]
+        sums[op] = sums.get(op, 0.0) + ins.samples
+    ordered = sorted(sums.items(), key=lambda kv: -kv[1])
+    return {op: v / total for op, v in ordered if v > 0} if total else {}
+
+
+def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStalls:
+    """Split the kernel's instructions into partitions at each ``USETMAXREG`` and summarise."""
+    groups: list[list[Instruction]] = [[]]
+    for ins in instrs:
+        if ins.opcode.startswith("USETMAXREG"):
+            groups.append([])
+        groups[-1].append(ins)
+    total = sum(i.samples for i in instrs)
+    parts = []
+    for k, group in enumerate(groups):
+        samples = sum(i.samples for i in group)
+        ops = {i.opcode.split(".")[0] for i in group}
+        role = "mma" if "HGMMA" in ops else "loads" if "UTMALDG" in ops else "other"
+        best = sorted(group, key=lambda i: -i.samples)[:top]
+        parts.append(Partition(
+            index=k, role=role, samples=samples, share=samples / total if total else 0.0,
+            reasons=_reason_shares(group, samples), opcodes=_opcode_shares(group, samples),
+            top=[(i.samples / samples if samples else 0.0, i.sass,
+                  max(i.reasons, key=i.reasons.get) if i.reasons else "") for i in best]))
+    conflicted = sorted((i for i in instrs if i.shared_excess > 0), key=lambda i: -i.shared_excess)
+    return KernelStalls(
+        kernel=kernel, samples=total, partitions=parts,
+        shared_wavefronts=sum(i.shared_wavefronts for i in instrs),
+        shared_excess=sum(i.shared_excess for i in instrs),
+        excess_top=[(i.shared_excess, i.shared_ideal, i.sass) for i in conflicted[:top]])
+
+
+def render(result: KernelStalls, min_share: float = 0.01) -> str:
+    lines = [f"{result.kernel}: {result.samples:,.0f} warp-state samples"]
+    for p in result.partitions:
+        if p.share < min_share:
+            continue
+        reasons = ", ".join(f"{r} {v:.0%}" for r, v in list(p.reasons.items())[:5])
+        opcodes = ", ".join(f"{op} {v:.0%}" for op, v in list(p.opcodes.items())[:6])
+        lines.append(f"  partition {p.index} ({p.role}): {p.share:.1%} of samples")
+        lines.append(f"    stalls: {reasons}")
+        lines.append(f"    by opcode: {opcodes}")
+        for share, sass, reason in p.top:
+            lines.append(f"    {share:6.1%}  {sass[:70]:70s} {reason}")
+    if result.shared_wavefronts:
+        lines.append(f"  shared-memory wavefronts {result.shared_wavefronts:,.0f}, of which "
+                     f"{result.shared_excess:,.0f} ({result.shared_excess / result.shared_wavefronts:.1%})"
+                     " above ncu's ideal (bank conflicts)")
+        for excess, ideal, sass in result.excess_top:
+            lines.append(f"    {excess:14,.0f} excess (ideal {ideal:,.0f})  {sass[:60]}")
+    return "\n".join(lines)
+
+
+def add_cli_arguments(parser) -> None:
+    parser.add_argument("csv", help="ncu --page source --print-source sass --csv output (.csv or .csv.gz)")
+    parser.add_argument("--top", type=int, default=5, help="instructions listed per partition")
+    parser.add_argument("--min-share", type=float, default=0.01,
+                        help="hide partitions with less than this share of the samples")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def run_cli(args) -> int:
+    try:
+        kernels = parse_source_csv(read_text(args.csv))
+    except (OSError, ValueError) as exc:
+        print(f"flashtriton stalls: {exc}", file=sys.stderr)
+        return 2
+    results = [analyse(name, instrs, args.top) for name, instrs in kernels.items()]
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        print("\n\n".join(render(r, args.min_share) for r in results))
+    return 0

@@ -1,0 +1,81 @@
+"""`flashtriton stalls`: Nsight Compute source-page CSV split into warp-specialized partitions.
+
+The data is a real capture (tests/data/README.md): the Gluon backward, d64, seqlen 16384, on the
+H200. The expected values were read off the same CSV by summing its columns directly (per
+``USETMAXREG`` region) while the capture was analysed, independently of this module.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flashtriton.analysis.stalls import analyse, parse_source_csv, read_text, render
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "ncu_source_bwd_d64.csv.gz")
+
+
+@pytest.fixture(scope="module")
+def result():
+    kernels = parse_source_csv(read_text(DATA))
+    assert list(kernels) == ["_attn_bwd_ws"]
+    return analyse("_attn_bwd_ws", kernels["_attn_bwd_ws"], top=5)
+
+
+def test_partitions_and_roles(result):
+    big = [p for p in result.partitions if p.share >= 0.02]
+    assert [(p.index, p.role) for p in big] == [(2, "mma"), (4, "mma"), (7, "loads")]
+    assert [round(p.share * 100, 1) for p in big] == [33.3, 33.2, 33.3]
+    assert sum(p.samples for p in result.partitions) == result.samples == 1493202
+
+
+def test_stall_reasons_and_top_instructions(result):
+    parts = {p.index: p for p in result.partitions}
+    producer = parts[7]
+    assert next(iter(producer.reasons)) == "long_sb"
+    assert round(producer.reasons["long_sb"] * 100, 1) == 85.3
+    share, sass, reason = producer.top[0]
+    assert round(share * 100, 1) == 72.5 and sass.startswith("@!P0  BRA") and reason == "long_sb"
+    # the second consumer waits on an mbarrier (the first consumer's dS) a fifth of its time
+    share, sass, reason = parts[4].top[0]
+    assert round(share * 100, 1) == 20.5 and "BRA" in sass and reason == "long_sb"
+    assert parts[2].top[0][1].startswith("HGMMA.64x64x16")
+
+
+def test_shared_memory_excess(result):
+    assert result.shared_wavefronts == 1888468992
+    assert result.shared_excess == 134217728
+    assert all(sass.startswith("STS.64") for _, _, sass in result.excess_top)
+    assert all(excess == ideal == 8388608 for excess, ideal, _ in result.excess_top)
+
+
+def test_render_mentions_every_big_partition(result):
+    text = render(result)
+    assert "partition 2 (mma): 33.3% of samples" in text
+    assert "partition 7 (loads): 33.3% of samples" in text
+    assert "134,217,728 (7.1%) above ncu's ideal" in text
+
+
+def test_cli_json_and_plain_csv(tmp_path):
+    plain = tmp_path / "src.csv"
+    plain.write_bytes(gzip.decompress(open(DATA, "rb").read()))
+    out = subprocess.run([sys.executable, "-m", "flashtriton.cli", "stalls", str(plain), "--json",
+                          "--top", "2"], capture_output=True, text=True, check=True)
+    (kernel,) = json.loads(out.stdout)
+    assert kernel["kernel"] == "_attn_bwd_ws" and kernel["shared_excess"] == 134217728
+    assert all(len(p["top"]) <= 2 for p in kernel["partitions"])
+
+
+def test_rejects_other_csv(tmp_path):
+    other = tmp_path / "raw.csv"
+    other.write_text(open(os.path.join(os.path.dirname(DATA), "ncu_spec_v2.csv")).read())
+    out = subprocess.run([sys.executable, "-m", "flashtriton.cli", "stalls", str(other)],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "not an ncu source-page CSV" in out.stderr
+    with pytest.raises(ValueError, match="Address, Source"):
+        parse_source_csv('"Kernel Name","k",\n"Address","Other"\n')
