@@ -135,22 +135,13 @@ def parse_source_csv(text: str) -> dict[str, list[Instruction]]:
     return kernels
 
 
-def _reason_shares(instrs: list[Instruction], total: float) -> dict[str, float]:
+def _shares(pairs, total: float) -> dict[str, float]:
+    """Sum (name, samples) pairs per name; each name's share of ``total``, largest first."""
     sums: dict[str, float] = {}
-    for ins in instrs:
-        for r, v in ins.reasons.items():
-            sums[r] = sums.get(r, 0.0) + v
+    for name, value in pairs:
+        sums[name] = sums.get(name, 0.0) + value
     ordered = sorted(sums.items(), key=lambda kv: -kv[1])
-    return {r: v / total for r, v in ordered if v > 0} if total else {}
-
-
-def _opcode_shares(instrs: list[Instruction], total: float) -> dict[str, float]:
-    sums: dict[str, float] = {}
-    for ins in instrs:
-        op = ins.opcode.split(".")[0]
-        sums[op] = sums.get(op, 0.0) + ins.samples
-    ordered = sorted(sums.items(), key=lambda kv: -kv[1])
-    return {op: v / total for op, v in ordered if v > 0} if total else {}
+    return {name: v / total for name, v in ordered if v > 0} if total else {}
 
 
 def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStalls:
@@ -169,7 +160,8 @@ def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStall
         best = sorted(group, key=lambda i: -i.samples)[:top]
         parts.append(Partition(
             index=k, role=role, samples=samples, share=samples / total if total else 0.0,
-            reasons=_reason_shares(group, samples), opcodes=_opcode_shares(group, samples),
+            reasons=_shares(((r, v) for i in group for r, v in i.reasons.items()), samples),
+            opcodes=_shares(((i.opcode.split(".")[0], i.samples) for i in group), samples),
             top=[(i.samples / samples if samples else 0.0, i.sass,
                   max(i.reasons, key=i.reasons.get) if i.reasons else "") for i in best]))
     conflicted = sorted((i for i in instrs if i.shared_excess > 0), key=lambda i: -i.shared_excess)

@@ -86,18 +86,17 @@ def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.co
 
 
 @gluon.jit
-def _bwd_producer(args):
+def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm,
+                  stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob,
+                  stride_dom, stride_lb, stride_lh):
     """The default partition: for each of the program's tiles, the Q and dO tiles of every
     (query head of the group, query block) step into the rings by TMA, with the block's lse (as
     log2, +inf for empty rows) and δ into shared memory beside them (held in the consumers'
     registers from the step's start they would spill); and, after the tile's first step, the
     tile's K and V, once the consumers are done with the previous tile's."""
-    (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
-     lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, ds_ready, batch, nheads, group,
-     seqlen_q, seqlen_k, shift, n_kb, total, reverse, qk_scale, scale_ds, stride_qb, stride_qm,
-     stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
-     stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn,
-     stride_dvh, stride_lb, stride_lh) = args
+    q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
+    k_smem, v_smem, kv_ready, kv_empty = kv
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
@@ -162,15 +161,14 @@ def _bwd_producer(args):
 
 
 @gluon.jit
-def _bwd_consumer(args, WG: gl.constexpr):
+def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its BLOCK_N keys against every
     step of Q and dO (see the module docstring); dK and dV stored at the tile's end."""
-    (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem, dq_smem,
-     lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, ds_ready, batch, nheads, group,
-     seqlen_q, seqlen_k, shift, n_kb, total, reverse, qk_scale, scale_ds, stride_qb, stride_qm,
-     stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
-     stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn,
-     stride_dvh, stride_lb, stride_lh) = args
+    q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
+    k_smem, v_smem, kv_ready, kv_empty = kv
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
+    (Q, DQ, DK, DV, ds_smem, dq_smem, ds_ready, qk_scale, scale_ds, stride_dqb, stride_dqm,
+     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
@@ -284,13 +282,13 @@ def _bwd_consumer(args, WG: gl.constexpr):
 
 
 @gluon.jit
-def _bwd_consumer0(args):
-    _bwd_consumer(args, 0)
+def _bwd_consumer0(staged, kv, schedule, args):
+    _bwd_consumer(staged, kv, schedule, args, 0)
 
 
 @gluon.jit
-def _bwd_consumer1(args):
-    _bwd_consumer(args, 1)
+def _bwd_consumer1(staged, kv, schedule, args):
+    _bwd_consumer(staged, kv, schedule, args, 1)
 
 
 @gluon.jit
@@ -346,15 +344,19 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
         mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
 
-    args = (Q, K, V, DO, LSE, DELTA, DQ, DK, DV, q_smem, do_smem, k_smem, v_smem, ds_smem,
-            dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, ds_ready, batch,
-            nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, qk_scale, scale_ds,
-            stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
-            stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm, stride_dkb, stride_dkn,
-            stride_dkh, stride_dvb, stride_dvn, stride_dvh, stride_lb, stride_lh)
+    # what the producer fills and the consumers read: the Q / dO ring with lse and δ, K and V
+    staged = (q_smem, do_smem, lse_smem, delta_smem, ready, empty)
+    kv = (k_smem, v_smem, kv_ready, kv_empty)
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse)
+    loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
+             stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
+             stride_lb, stride_lh)
+    work = (staged, kv, schedule, (Q, DQ, DK, DV, ds_smem, dq_smem, ds_ready, qk_scale, scale_ds,
+                                   stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh,
+                                   stride_dvb, stride_dvn, stride_dvh))
     # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
-    gl.warp_specialize([(_bwd_producer, (args,)), (_bwd_consumer0, (args,)),
-                        (_bwd_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+    gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0, work), (_bwd_consumer1, work)],
+                       [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:

@@ -60,19 +60,16 @@ def _softmax_block(s, m_i, l_i, offs_m, start_n, seqlen_k, shift, qk_scale,
 
 
 @gluon.jit
-def _ws_producer(args):
+def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles):
     """The default partition (4 warps, 24 registers): streams K and V tiles through the
-    STAGES-slot rings. A slot is refilled once both consumers have arrived on its ``empty``
+    STAGES-slot rings. A slot is refilled once every consumer has arrived on its ``empty``
     barrier (their product that read it is done)."""
-    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, turn,
-     q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
-     seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     # constexprs do not cross the partition boundary: read them off the buffers' shapes
-    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
-    dtype: gl.constexpr = K.dtype.element_ty
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
+    kv_layout: gl.constexpr = k_smem.type.layout
     k_desc = tma.make_tensor_descriptor(K + k_base, shape=[seqlen_k, HEAD_DIM],
                                         strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM],
                                         layout=kv_layout)
@@ -207,12 +204,12 @@ def _normalize(acc, m_i, l_i):
 
 
 @gluon.jit
-def _ws_consumer(args, WG: gl.constexpr):
+def _ws_consumer(ring, args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
     rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
-    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty, turn,
-     q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn, stride_om,
-     seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale) = args
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om, seqlen_q,
+     seqlen_k, m0, n_tiles, shift, qk_scale) = args
     # constexprs do not cross the partition boundary: read them off the buffers' shapes
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
@@ -256,18 +253,18 @@ def _ws_consumer(args, WG: gl.constexpr):
 
 
 @gluon.jit
-def _ws_consumer0(args):
-    _ws_consumer(args, 0)
+def _ws_consumer0(ring, args):
+    _ws_consumer(ring, args, 0)
 
 
 @gluon.jit
-def _ws_consumer1(args):
-    _ws_consumer(args, 1)
+def _ws_consumer1(ring, args):
+    _ws_consumer(ring, args, 1)
 
 
 @gluon.jit
-def _ws_consumer2(args):
-    _ws_consumer(args, 2)
+def _ws_consumer2(ring, args):
+    _ws_consumer(ring, args, 2)
 
 
 @gluon.jit
@@ -339,17 +336,18 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
         mbarrier.init(q_bar.index(i), count=1)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
 
-    args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, q_bar, k_ready, k_empty, v_ready, v_empty,
-            turn, q_base, k_base, v_base, o_base, l_base, stride_qm, stride_kn, stride_vn,
-            stride_om, seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale)
+    ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
+    loads = (ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles)
+    work = (ring, (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om,
+                   seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale))
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
     if CONSUMERS == 3:
-        gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
-                            (_ws_consumer1, (args,)), (_ws_consumer2, (args,))],
+        gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work),
+                            (_ws_consumer1, work), (_ws_consumer2, work)],
                            [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
     else:
-        gl.warp_specialize([(_ws_producer, (args,)), (_ws_consumer0, (args,)),
-                            (_ws_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+        gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work), (_ws_consumer1, work)],
+                           [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 @gluon.jit
@@ -392,14 +390,14 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, reverse,
 
 
 @gluon.jit
-def _pers_producer(args):
-    """Persistent forward, the default partition: for each of the program's tiles, both
-    consumers' Q blocks (once each has released its buffer) and the K/V tiles through the rings;
+def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
+                   stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh):
+    """Persistent forward, the default partition: for each of the program's tiles, every
+    consumer's Q block (once it has released its buffer) and the K/V tiles through the rings;
     one set of rank-4 descriptors over (batch, seqlen, heads, head_dim) serves every tile."""
-    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty, v_ready,
-     v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale, n_m, total,
-     reverse, stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb,
-     stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    q_smem, q_bar, q_empty = queue
+    batch, nheads, group, seqlen_k, shift, n_m, total, reverse = schedule
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -444,15 +442,16 @@ def _pers_producer(args):
 
 
 @gluon.jit
-def _pers_consumer(args, WG: gl.constexpr):
+def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     """Persistent forward, one consumer warpgroup: for each tile, ``_attend_tile`` on ring
     positions that run on across tiles; Q's buffer is released as soon
     as the tile's last S product has completed (the producer loads the next Q under this tile's
     last P V and epilogue); O leaves through its own buffer by TMA."""
-    (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty, v_ready,
-     v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale, n_m, total,
-     reverse, stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb,
-     stride_vn, stride_vh, stride_ob, stride_om, stride_oh, stride_lb, stride_lh) = args
+    k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
+    q_smem, q_bar, q_empty = queue
+    batch, nheads, group, seqlen_k, shift, n_m, total, reverse = schedule
+    (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
+     stride_lh) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -501,18 +500,18 @@ def _pers_consumer(args, WG: gl.constexpr):
 
 
 @gluon.jit
-def _pers_consumer0(args):
-    _pers_consumer(args, 0)
+def _pers_consumer0(ring, queue, schedule, args):
+    _pers_consumer(ring, queue, schedule, args, 0)
 
 
 @gluon.jit
-def _pers_consumer1(args):
-    _pers_consumer(args, 1)
+def _pers_consumer1(ring, queue, schedule, args):
+    _pers_consumer(ring, queue, schedule, args, 1)
 
 
 @gluon.jit
-def _pers_consumer2(args):
-    _pers_consumer(args, 2)
+def _pers_consumer2(ring, queue, schedule, args):
+    _pers_consumer(ring, queue, schedule, args, 2)
 
 
 @gluon.jit
@@ -548,18 +547,20 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
         mbarrier.init(q_empty.index(i), count=1)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
 
-    args = (Q, K, V, O, LSE, q_smem, k_smem, v_smem, o_smem, q_bar, q_empty, k_ready, k_empty,
-            v_ready, v_empty, turn, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
-            n_m, total, reverse, stride_qb, stride_qm, stride_qh, stride_kb,
-            stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_ob, stride_om,
-            stride_oh, stride_lb, stride_lh)
+    ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
+    queue = (q_smem, q_bar, q_empty)
+    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, reverse)
+    loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
+             stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
+    work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
+                                    stride_om, stride_oh, stride_lb, stride_lh))
     if CONSUMERS == 3:
-        gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
-                            (_pers_consumer1, (args,)), (_pers_consumer2, (args,))],
+        gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
+                            (_pers_consumer1, work), (_pers_consumer2, work)],
                            [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
     else:
-        gl.warp_specialize([(_pers_producer, (args,)), (_pers_consumer0, (args,)),
-                            (_pers_consumer1, (args,))], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+        gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
+                            (_pers_consumer1, work)], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
