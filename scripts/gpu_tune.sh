@@ -10,7 +10,10 @@
 # causal tiles 128 or 64 keys wide), fwd-c3 (d64: two consumer warpgroups or three, block_m
 # 192), fwd-c3-all (the same after consumers skip the causal tiles right of their rows),
 # fwd-c3-2k (two or three at 2048 keys), fwd-c3-fp16 (the same in fp16), bwd-pers / bwd-pers-d64
-# (the Gluon backward, persistent or one program per tile).
+# (the Gluon backward, persistent or one program per tile), bwd-defer (split dQ with each step's
+# dQ product deferred to the next step, or not; both launches), fwd-c3-causal (d64 causal: two
+# consumers or three, persistent tiles head- or row-block-major), fwd-row-d128 (d128 causal,
+# persistent with the modeled order or one program per tile).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -77,6 +80,12 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluonpers|192:128;4;2;gluonpers'" ;;
     fwd-c3-fp16) sweep fwd-c3-fp16 60 --pass fwd --headdims 64 --seqlens 4096,16384 --causal 0 \
         --dtype fp16 --fwd-space "'128:128;4;2;gluonpers|192:128;4;2;gluonpers'" ;;
+    bwd-defer) sweep bwd-defer 240 --pass bwd --headdims 64,128 --seqlens 1024,4096,16384 \
+        --bwd-space "'64:128;4;2;gluonsplit,gluonsplitdefer,gluonsplitpers,gluonsplitdeferpers'" ;;
+    fwd-c3-causal) sweep fwd-c3-causal 200 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
+        --causal 1 --fwd-space "'128:128;4;2;gluon,gluonpershead|192:128;4;2;gluon,gluonpershead,gluonpersrow'" ;;
+    fwd-row-d128) sweep fwd-row-d128 90 --pass fwd --headdims 128 --seqlens 4096,16384 --causal 1 \
+        --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
     *) echo "unknown sweep $name" ;;

@@ -1,5 +1,5 @@
 """How evenly a launch spreads causal attention work over the SMs: a cost model of the Gluon
-kernels' tiles and of three ways to hand them out, behind the tile order in
+kernels' tiles and of four ways to hand them out, behind the tile order in
 kernels/fwd_gluon.py (``_pers_tile``, ``_snake``) and kernels/bwd_gluon.py (``_bwd_tile``).
 
     python3 scripts/schedule_model.py [--sms 132] [--overhead 1.0]
@@ -11,11 +11,18 @@ by head, each head's longest first, as the kernels list them. Printed per shape:
 - one program per tile, each SM taking the next tile when it is free (how the hardware runs a
   grid with one program per tile; the greedy list-scheduling model of it),
 - persistent, round-robin: program p takes tiles p, p + SMs, p + 2·SMs, ...,
-- persistent, snake: as round-robin, but odd rounds in reverse (``_snake``).
+- persistent, snake: as round-robin, but odd rounds in reverse (``_snake``),
+- the snake over the same tiles listed row block by row block across the heads (the
+  forward's ``schedule.ROW_MAJOR`` order, which its launcher picks where the head-by-head list
+  balances badly, ``flashtriton.kernels.schedule.causal_fwd_order``).
 The batch·seqlen = 16384 tokens, heads·headdim = 2048 grid of ``flashtriton bench``.
 """
 import argparse
 import heapq
+
+import numpy as np
+
+from flashtriton.kernels.schedule import snake_loads
 
 
 def tile_costs(pass_: str, seqlen: int, headdim: int, overhead: float) -> list[float]:
@@ -36,14 +43,18 @@ def greedy(costs: list[float], sms: int) -> float:
 
 
 def static(costs: list[float], sms: int, snake: bool) -> float:
-    loads = [0.0] * sms
-    total = len(costs)
-    for t in range(total):
-        k, lane = divmod(t, sms)  # round k, program `lane`
-        if snake and k % 2:
-            lane = min(sms, total - k * sms) - 1 - lane  # the kernel's _snake, inverted
-        loads[lane] += costs[t]
-    return max(loads)
+    """The largest program load of a persistent launch: round-robin, or the kernel's snake
+    (``flashtriton.kernels.schedule.snake_loads``)."""
+    if snake:
+        return float(snake_loads(np.asarray(costs, dtype=float), sms).max())
+    loads = np.bincount(np.arange(len(costs)) % sms, weights=costs, minlength=sms)
+    return float(loads.max())
+
+
+def row_major(costs: list[float], heads: int) -> list[float]:
+    """The same tiles listed row block by row block across the heads (``schedule.ROW_MAJOR``)."""
+    per_head = len(costs) // heads
+    return [costs[i] for j in range(per_head) for i in range(j, len(costs), per_head)]
 
 
 def main():
@@ -51,16 +62,19 @@ def main():
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--overhead", type=float, default=1.0)
     args = ap.parse_args()
-    print(f"{'pass':4} {'d':>3} {'seqlen':>6} {'tiles':>6}  one/tile  round-robin  snake")
+    print(f"{'pass':4} {'d':>3} {'seqlen':>6} {'tiles':>6}  one/tile  round-robin  snake"
+          "  snake, row-major")
     for pass_ in ("fwd", "bwd"):
         for headdim in (128, 64):
             for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
                 costs = tile_costs(pass_, seqlen, headdim, args.overhead)
+                heads = (16384 // seqlen) * (2048 // headdim)
                 ideal = sum(costs) / args.sms
                 print(f"{pass_:4} {headdim:3} {seqlen:6} {len(costs):6}  "
                       f"{ideal / greedy(costs, args.sms):8.2f}  "
                       f"{ideal / static(costs, args.sms, False):11.2f}  "
-                      f"{ideal / static(costs, args.sms, True):5.2f}")
+                      f"{ideal / static(costs, args.sms, True):5.2f}  "
+                      f"{ideal / static(row_major(costs, heads), args.sms, True):16.2f}")
 
 
 if __name__ == "__main__":

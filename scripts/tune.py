@@ -27,7 +27,8 @@ from flashtriton.kernels.fwd import attn_fwd
 
 
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
-         "gluonpppers", "gluonsplitpers")  # see --fwd-space
+         "gluonpppers", "gluonsplitpers", "gluonsplitdefer", "gluonsplitdeferpers",
+         "gluonpershead", "gluonpersrow")  # see --fwd-space
 
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
@@ -55,7 +56,9 @@ def main():
     # backward, the dK/dV kernel; gluonpp = the forward's with the consumers taking turns;
     # gluonsplit = the backward's with dQ's columns split between the consumers;
     # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong;
-    # gluonsplitpers = the backward's split-dQ kernel, persistent)
+    # gluonsplitpers = the backward's split-dQ kernel, persistent; gluonsplitdefer[pers] = the
+    # same with each step's dQ product deferred to the next step; gluonpershead / gluonpersrow =
+    # the persistent forward with its causal tiles listed head- or row-block-major)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)
@@ -82,7 +85,10 @@ def main():
                                gluon=ld.startswith("gluon"),
                                pingpong=ld in ("gluonpp", "gluonpppers"),
                                split_dq=ld.startswith("gluonsplit"),
-                               persistent=ld.endswith("pers"))
+                               defer_dq="defer" in ld,
+                               persistent="pers" in ld,
+                               tile_order=("row" if ld.endswith("row") else
+                                           "head" if ld.endswith("head") else None))
 
     spaces = {"fwd": list(space(args.fwd_space)), "bwd": list(space(args.bwd_space))}  # checked
     for pas in args.passes.split(","):

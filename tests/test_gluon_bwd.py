@@ -100,6 +100,16 @@ def test_gluon_backward_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dty
     run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True, persistent=True)
 
 
+# deferred dQ: each step's dQ product runs in the next step, on dSᵀ buffers of four step
+# parities; one program per tile and persistent (the parities and the deferred product carried
+# across tiles), tiles of one step, of many, GQA
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-tile", "persistent"])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", PERSISTENT_CASES)
+def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, persistent):
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True,
+             persistent=persistent, defer_dq=True)
+
+
 def test_other_head_dims_refused():
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
 

@@ -91,7 +91,10 @@ class KernelConfig:
     pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
     split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
     #                         half of dQ's columns (one dQ reduction per step, not two)
+    defer_dq: bool = False  # Gluon backward, split dQ: a step's dQ product runs in the next step
     persistent: bool = False  # Gluon forward: one program per SM walks the tiles
+    tile_order: str | None = None  # Gluon persistent causal forward: "head" / "row" major tile
+    #                               list; None: the launcher's balance model chooses
 
 
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at

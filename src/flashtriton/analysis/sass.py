@@ -117,7 +117,8 @@ def _gluon_bwd(shape: Shape):
     bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
                              make_params(shape.head_dim), shape.block_m or cfg.block_m,
                              shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
-                             split_dq=cfg.split_dq, persistent=cfg.persistent)
+                             split_dq=cfg.split_dq, persistent=cfg.persistent,
+                             defer_dq=cfg.defer_dq)
 
 
 def _production_bwd(deterministic: bool):

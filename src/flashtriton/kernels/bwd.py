@@ -412,7 +412,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     if gluon:
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
-                                    persistent=cfg.persistent)
+                                    persistent=cfg.persistent, defer_dq=cfg.defer_dq)
         return dq.to(q.dtype), dk, dv
     fused = cfg.fused_dq and not params.deterministic
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once

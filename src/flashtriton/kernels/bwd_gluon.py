@@ -161,6 +161,39 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
 
 
 @gluon.jit
+def _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait):
+    """Issue step ``s``'s dQ product for warpgroup WG (asynchronous; the caller waits): split dQ
+    (``zero_dq`` narrower than the head dim) waits (if ``wait``) for both warpgroups' dSᵀ of the
+    step and takes WG's columns over both key halves; otherwise its own dSᵀ against its own K."""
+    PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
+    DQ_COLS: gl.constexpr = zero_dq.type.shape[1]
+    par = (s + PARITIES) % PARITIES  # s may be -1 (not waited for): a valid buffer still
+    buf = par * 2
+    if DQ_COLS < k_s.type.shape[1]:
+        mbarrier.wait(ds_ready.index(par), (s // PARITIES) & 1, pred=wait)
+        dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
+                           k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
+                           use_acc=False, is_async=True)
+        dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)),
+                           k_both[1].slice(WG * DQ_COLS, DQ_COLS, dim=1), dq, is_async=True)
+    else:
+        dq = warpgroup_mma(ds_smem.index(buf + WG).permute((1, 0)), k_s, zero_dq,
+                           use_acc=False, is_async=True)
+    return dq
+
+
+@gluon.jit
+def _dq_add(dq_desc, dq_s, dq, b, row, col):
+    """Stage a finished (scaled) dQ part in ``dq_s`` and add it into the float32 dQ at
+    (b, row, col) by a TMA reduction, once the previous one has read the buffer."""
+    tma.store_wait(pendings=0)
+    dq_s.reshape([dq.type.shape[0], dq.type.shape[1]]).store(dq)
+    fence_async_shared()
+    gl.thread_barrier()  # every thread's share is stored before the reduction reads it
+    _tma_add(dq_desc, [b, row, col], dq_s)
+
+
+@gluon.jit
 def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its BLOCK_N keys against every
     step of Q and dO (see the module docstring); dK and dV stored at the tile's end."""
@@ -175,6 +208,8 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     DQ_COLS: gl.constexpr = dq_smem.type.shape[3]
     SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
+    PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
+    DEFER_DQ: gl.constexpr = PARITIES > 2  # a step's dQ product in the next step
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     # Sᵀ, dPᵀ: [BLOCK_N keys, BLOCK_M queries] (lse and δ one per column); dK, dV:
@@ -192,6 +227,7 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     k_both = (k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]),
               k_smem.index(1).reshape([BLOCK_N, HEAD_DIM]))
     dq_s = dq_smem.index(WG)
+    col0 = WG * DQ_COLS if SPLIT_DQ else 0  # this warpgroup's first dQ column in a head
     dq_desc = tma.make_tensor_descriptor(DQ, shape=[batch, seqlen_q, nheads * HEAD_DIM],
                                          strides=[stride_dqb, stride_dqm, 1],
                                          block_shape=[1, BLOCK_M, DQ_COLS],
@@ -212,6 +248,8 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
         n_steps = group * n_m
         mbarrier.wait(kv_ready, kv_count & 1, pred=n_steps > 0)
+        prev_m0 = 0  # the previous step's dQ rows and columns (DEFER_DQ)
+        prev_col = 0
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
@@ -237,33 +275,37 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
             delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
             dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-            # dSᵀ tiles: two buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step parity
-            buf = (s % 2) * 2
+            # dSᵀ tiles: PARITIES buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step
+            buf = (s % PARITIES) * 2
             ds_smem.index(buf + WG).store(dst)
             fence_async_shared()
             gl.thread_barrier()  # every thread's share of dSᵀ is in place before an MMA reads it
             if SPLIT_DQ:
-                mbarrier.arrive(ds_ready.index(s % 2))
+                mbarrier.arrive(ds_ready.index(s % PARITIES))
             dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
-            if SPLIT_DQ:  # dQ[:, WG's columns] = Σ over both warpgroups' keys of dS K
-                mbarrier.wait(ds_ready.index(s % 2), (s // 2) & 1)
-                dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
-                                   k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
-                                   use_acc=False, is_async=True)
-                dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)),
-                                   k_both[1].slice(WG * DQ_COLS, DQ_COLS, dim=1), dq,
-                                   is_async=True)
+            if DEFER_DQ:
+                # the previous step's dQ; at a tile's first step there is none, and the product
+                # (on a stale dSᵀ buffer no one writes before this step ends) is dropped: an
+                # MMA in flight cannot enter a branch
+                dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s - 1, WG, it > 0)
+                dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
+                mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
+                if it > 0:
+                    _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
             else:
-                dq = warpgroup_mma(ds_smem.index(buf + WG).permute((1, 0)), k_s, zero_dq,
-                                   use_acc=False, is_async=True)
-            dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
-            mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
-            tma.store_wait(pendings=0)  # the previous step's reduction has read dq_s
-            dq_s.reshape([BLOCK_M, DQ_COLS]).store(dq * scale_ds)
-            fence_async_shared()
-            gl.thread_barrier()  # every thread's share is stored before the reduction reads it
-            _tma_add(dq_desc, [b, m0, head * HEAD_DIM + WG * (DQ_COLS if SPLIT_DQ else 0)],
-                     dq_s)
+                dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG, True)
+                dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
+                mbarrier.arrive(empty.index(slot))
+                _dq_add(dq_desc, dq_s, dq * scale_ds, b, m0, head * HEAD_DIM + col0)
+            if DEFER_DQ:
+                prev_m0 = m0
+                prev_col = head * HEAD_DIM + col0
+        if DEFER_DQ:  # the tile's last step's dQ, before K may be replaced
+            if n_steps > 0:
+                dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, step + n_steps - 1, WG,
+                                 True)
+                dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+                _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
         # this warpgroup's last product that read K or V is done: the next tile's may load
         mbarrier.arrive(kv_empty, pred=n_steps > 0)
         step += n_steps
@@ -299,7 +341,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 SPLIT_DQ: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
+                 SPLIT_DQ: gl.constexpr, DEFER_DQ: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
     """Tiles of 2·BLOCK_N keys of a key head (see the module docstring), t = program_id,
     + num_programs, … in ``_bwd_tile``'s order: one tile per program when the grid has one
     program per tile, or persistent (one program per SM) with the Q/dO ring's positions, the
@@ -326,7 +368,10 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_N, 1, HEAD_DIM], k_layout)
     v_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
-    ds_smem = gl.allocate_shared_memory(dtype, [4, BLOCK_N, BLOCK_M], ds_layout)
+    # dSᵀ by step parity, both warpgroups': deferred dQ reads a step's tiles during the next
+    # step, while the other warpgroup may be a step ahead, so four parities instead of two
+    PARITIES: gl.constexpr = 4 if DEFER_DQ else 2
+    ds_smem = gl.allocate_shared_memory(dtype, [2 * PARITIES, BLOCK_N, BLOCK_M], ds_layout)
     dq_smem = gl.allocate_shared_memory(gl.float32, [2, 1, BLOCK_M, DQ_COLS], dq_layout)
     row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
@@ -335,10 +380,10 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [PARITIES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
     mbarrier.init(kv_empty, count=2)  # one arrival per consumer
-    for i in gl.static_range(2):
+    for i in gl.static_range(PARITIES):
         mbarrier.init(ds_ready.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
@@ -371,12 +416,17 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
-                   persistent: bool = False):
+                   persistent: bool = False, defer_dq: bool = False):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
-    ``persistent``: one program per SM walks the tiles (else one program per tile). Returns
+    ``persistent``: one program per SM walks the tiles (else one program per tile);
+    ``defer_dq`` (split dQ only): a step's dQ product is issued in the next step, so neither
+    warpgroup waits for the other's dSᵀ of the step it has just computed. Returns
     (dq float32, dk, dv)."""
+    if defer_dq and not split_dq:
+        raise ValueError("attn_bwd_gluon: defer_dq needs split_dq (only split dQ waits for the "
+                         "other warpgroup's dS)")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -398,6 +448,7 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
            q, k, v, do, lse, delta, dq, dk, dv, *strides, batch, nheads, nheads // nheads_k,
            seqlen_q, seqlen_k, shift, params.softmax_scale * LOG2E, params.softmax_scale,
            1 if causal else 0, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2,
-           STAGES=num_stages, CAUSAL=causal, SPLIT_DQ=split_dq, CONSUMER_WARPS=num_warps,
+           STAGES=num_stages, CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
+           CONSUMER_WARPS=num_warps,
            num_warps=4, maxnreg=maxnreg)
     return dq, dk, dv

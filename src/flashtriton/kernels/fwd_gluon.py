@@ -30,6 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
+from flashtriton.kernels import schedule
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, is_interpreting,
                                         launch, num_sms, tma_ready)
 
@@ -368,19 +369,27 @@ def _snake(t, total):
 
 
 @gluon.jit
-def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, reverse,
+def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
                BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr):
     """Tile ``t`` of the persistent forward: (batch, head, key head, first row, key tiles).
-    Head by head, a head's row blocks in order, so the programs running together share K and
-    V in L2; causal (``reverse``): a head's longest row blocks (the last) first, the tiles
-    taken in ``_snake`` order (a row-block-major order across the heads, the longest of all
-    heads first, measured 342.1 TFLOP/s at d128 1k causal; docs/perf-log.md, session 5)."""
+    ``order`` 0 (not causal): head by head, a head's row blocks in order, so the programs
+    running together share K and V in L2. Causal, the longest row blocks (the last) first and
+    the tiles taken in ``_snake`` order, listed head by head (1, ``schedule.HEAD_MAJOR``:
+    measured 391 TFLOP/s at d128 1k causal against 342.1 row-major, docs/perf-log.md, session
+    5) or row block by row block across the heads (2, ``schedule.ROW_MAJOR``: balanced where
+    the head-major list's rounds do not line up with the heads; the launcher chooses,
+    ``schedule.causal_fwd_order``)."""
     idx = t
-    if reverse:
+    if order > 0:
         idx = _snake(t, total)
-    bh = idx // n_m
-    pid_m = idx % n_m
-    if reverse:
+    if order == 2:
+        heads_total = total // n_m
+        bh = idx % heads_total
+        pid_m = idx // heads_total
+    else:
+        bh = idx // n_m
+        pid_m = idx % n_m
+    if order > 0:
         pid_m = n_m - 1 - pid_m
     b = bh // nheads
     h = bh % nheads
@@ -397,7 +406,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     one set of rank-4 descriptors over (batch, seqlen, heads, head_dim) serves every tile."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, reverse = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -420,7 +429,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     local = 0
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            reverse, CONSUMERS * BLOCK_M, BLOCK_N)
+                                            order, CONSUMERS * BLOCK_M, BLOCK_N)
         for w in gl.static_range(CONSUMERS):
             mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
             mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
@@ -449,7 +458,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     last P V and epilogue); O leaves through its own buffer by TMA."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, reverse = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
      stride_lh) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -475,7 +484,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     turns = 0  # ping-pong waits so far (n_tiles - 1 per tile)
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            reverse, CONSUMERS * BLOCK_M, BLOCK_N)
+                                            order, CONSUMERS * BLOCK_M, BLOCK_N)
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
@@ -519,13 +528,13 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
                          stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                         qk_scale, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                         qk_scale, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
                          CONSUMERS: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
-    (``reverse``: causal, longest first, in a snake); partitions as
+    (``order``: causal, longest first, in a snake); partitions as
     ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
     so the next tile's loads run under the current one's last products and epilogue."""
     dtype: gl.constexpr = Q.dtype.element_ty
@@ -549,7 +558,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     queue = (q_smem, q_bar, q_empty)
-    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, reverse)
+    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, order)
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
@@ -577,11 +586,14 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
-                   num_stages: int = 2, pingpong: bool = False, persistent: bool = False):
+                   num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
+                   tile_order: str | None = None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings. ``persistent``: one
-    program per SM walks the tiles (``_attn_fwd_persistent``).
+    program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
+    ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
+    ``schedule.causal_fwd_order`` models as balanced.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -589,6 +601,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         raise ValueError(f"attn_fwd_gluon: block_m={block_m} with num_warps={num_warps}: each "
                          f"consumer's {rows} rows must be a multiple of 16·num_warps (three "
                          f"consumers: 4 warps each)")
+    if tile_order not in (None, "head", "row"):
+        raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row' or None")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -605,9 +619,16 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                 num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
-        launch(_attn_fwd_persistent, (max(1, min(tiles, num_sms(q.device))),),
+        programs = max(1, min(tiles, num_sms(q.device)))
+        order = 0
+        if causal:
+            order = (schedule.causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads,
+                                               block_m, block_n, programs)
+                     if tile_order is None else
+                     schedule.ROW_MAJOR if tile_order == "row" else schedule.HEAD_MAJOR)
+        launch(_attn_fwd_persistent, (programs,),
                q, k, v, o, lse, *strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
-               shift, params.softmax_scale * LOG2E, 1 if causal else 0, **meta)
+               shift, params.softmax_scale * LOG2E, order, **meta)
     else:
         launch(_attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads),
                q, k, v, o, lse, *strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
