@@ -13,7 +13,8 @@
 # (the Gluon backward, persistent or one program per tile), bwd-defer (split dQ with each step's
 # dQ product deferred to the next step, or not; both launches), fwd-c3-causal (d64 causal: two
 # consumers or three, persistent tiles head- or row-block-major), fwd-row-d128 (d128 causal,
-# persistent with the modeled order or one program per tile).
+# persistent with the modeled order or one program per tile), fwd-c3-8k (d64 causal at 8192
+# keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -26,7 +27,7 @@ sweep() { local name=$1 limit=$2; shift 2
               > '$OUT/tune-$name.log' 2>&1"; tail -n 12 "$OUT/tune-$name.log"; }
 
 if [ "$WHAT" != sweeps ]; then
-  step tests 220 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
+  step tests 300 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
       -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
   grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
 fi
@@ -84,6 +85,10 @@ for name in $SWEEPS; do
         --bwd-space "'64:128;4;2;gluonsplit,gluonsplitdefer,gluonsplitpers,gluonsplitdeferpers'" ;;
     fwd-c3-causal) sweep fwd-c3-causal 200 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
         --causal 1 --fwd-space "'128:128;4;2;gluon,gluonpershead|192:128;4;2;gluon,gluonpershead,gluonpersrow'" ;;
+    fwd-c3-8k) sweep fwd-c3-8k 60 --pass fwd --headdims 64 --seqlens 8192 --causal 1 \
+        --fwd-space "'128:128;4;2;gluon,gluonpers|192:128;4;2;gluonpershead,gluonpersrow'" ;;
+    bwd-defer-d128c) sweep bwd-defer-d128c 60 --pass bwd --headdims 128 --seqlens 4096 --causal 1 \
+        --bwd-space "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers,gluonsplitpers,gluonsplitdeferpers'" ;;
     fwd-row-d128) sweep fwd-row-d128 90 --pass fwd --headdims 128 --seqlens 4096,16384 --causal 1 \
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \

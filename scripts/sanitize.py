@@ -73,6 +73,10 @@ if torch.cuda.get_device_capability()[0] == 9:
             for persistent in (False, True):
                 attn_fwd_gluon(q3, k3, k3, make_params(64, causal=causal), 192, 128, 4, 2,
                                pingpong, persistent)
+    # persistent causal tiles listed row block by row block across the heads
+    for block_m in (128, 192):
+        attn_fwd_gluon(q3, k3, k3, make_params(64, causal=True), block_m, 128, 4, 2, False, True,
+                       "row")
     # the Gluon backward as shipped (split dQ, GQA at 128), odd lengths
     for d, hk, dtype in ((128, 2, torch.bfloat16), (64, 1, torch.float16)):
         q = torch.randn(1, 333, 4, d, device="cuda", dtype=dtype, requires_grad=True)
@@ -93,8 +97,9 @@ if torch.cuda.get_device_capability()[0] == 9:
         params = make_params(128, causal=causal)
         ob, lseb = attn_fwd(qb, kb, kb, params)
         for persistent in (True, False):
-            attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
-                     config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
-                                         persistent=persistent))
+            for defer in (False, True):  # dQ's product in its own step or the next
+                attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
+                         config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
+                                             persistent=persistent, defer_dq=defer))
 torch.cuda.synchronize()
 print("sanitize script finished")

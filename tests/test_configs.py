@@ -12,8 +12,10 @@ def compiled(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
 
 
-@pytest.mark.parametrize("head_dim,causal", [(64, True), (128, False), (128, True)])
+@pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True)])
 def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, causal):
+    """Two consumers: persistent below PERSISTENT_FWD_BELOW keys, one program per tile from
+    there (d64 takes three consumers, persistent, before that: the test below)."""
     below = configs.PERSISTENT_FWD_BELOW
     for seqlen_k in (1, 1024, below - 1):
         cfg = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, seqlen_k)
@@ -29,18 +31,20 @@ def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, cau
 
 
 def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
-    """d64 without a causal mask: two consumers (128 rows) below THREE_CONSUMERS_FWD_FROM
-    keys, three (192 rows) from there, persistent at every length."""
-    start = configs.THREE_CONSUMERS_FWD_FROM
-    for seqlen_k in (1, 1024, start - 1):
-        cfg = configs.gluon_fwd_config(torch.bfloat16, 64, False, False, seqlen_k)
-        assert (cfg.gluon, cfg.persistent, cfg.block_m) == (True, True, 128), seqlen_k
-    for seqlen_k in (start, 16384, 65536):
-        cfg = configs.gluon_fwd_config(torch.float16, 64, False, False, seqlen_k)
-        assert (cfg.gluon, cfg.persistent, cfg.block_m) == (True, True, 192), seqlen_k
-    for head_dim, causal in ((64, True), (128, False), (128, True)):
-        cfg = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, 16384)
-        assert cfg.block_m == 128, (head_dim, causal)
+    """d64: two consumers (128 rows) below THREE_CONSUMERS_FWD_FROM[causal] keys (4096 without
+    a causal mask, 8192 with), three (192 rows) from there, persistent at every length; d128
+    keeps two."""
+    assert configs.THREE_CONSUMERS_FWD_FROM == {False: 4096, True: 8192}
+    for causal, start in configs.THREE_CONSUMERS_FWD_FROM.items():
+        for seqlen_k in (1, 1024, start - 1):
+            cfg = configs.gluon_fwd_config(torch.bfloat16, 64, causal, False, seqlen_k)
+            assert (cfg.gluon, cfg.persistent, cfg.block_m) == (True, True, 128), seqlen_k
+        for seqlen_k in (start, 16384, 65536):
+            cfg = configs.gluon_fwd_config(torch.float16, 64, causal, False, seqlen_k)
+            assert (cfg.gluon, cfg.persistent, cfg.block_m) == (True, True, 192), seqlen_k
+    for causal in (False, True):
+        cfg = configs.gluon_fwd_config(torch.bfloat16, 128, causal, False, 16384)
+        assert cfg.block_m == 128, causal
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -50,9 +54,12 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
     for seqlen_k in (1, 1024, below - 1):
         cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
+        # deferred dQ everywhere but d128 causal (docs/perf-log.md, session 8)
+        assert cfg.defer_dq == ((head_dim, causal) != (128, True)), seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and not cfg.persistent, seqlen_k
+        assert cfg.defer_dq == ((head_dim, causal) != (128, True)), seqlen_k
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 
 

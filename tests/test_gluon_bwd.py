@@ -129,17 +129,18 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     real_launch = bwd.attn_bwd_gluon
 
     def spy(*args, **kw):
-        calls.append((kw.get("split_dq"), kw.get("persistent")))
+        calls.append((kw.get("split_dq"), kw.get("persistent"), kw.get("defer_dq")))
         return real_launch(*args, **kw)
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
-    for d in (128, 64):  # short: split dQ, persistent
+    for d in (128, 64):  # short: split dQ, persistent; dQ deferred but at d128 causal
         q, k, v = (randn(1, 300, 2, d, dtype=BF16, requires_grad=True) for _ in range(3))
         flash_attn_func(q, k, v, causal=True).sum().backward()
-        assert calls[-1] == (True, True), f"d{d}: the Gluon backward did not run as configured"
+        assert calls[-1] == (True, True, d == 64), f"d{d}: the Gluon backward did not run as " \
+            "configured"
     q, k, v = (randn(1, 8192, 1, 64, dtype=BF16, requires_grad=True) for _ in range(3))
     flash_attn_func(q, k, v).sum().backward()  # from PERSISTENT_BWD_BELOW keys: one per tile
-    assert calls[-1] == (True, False)
+    assert calls[-1] == (True, False, True)
     n = len(calls)
     q, k, v = (randn(1, 300, 2, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True, deterministic=True)

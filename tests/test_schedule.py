@@ -50,8 +50,10 @@ def test_order_follows_the_balance():
     row16k = np.repeat(schedule.causal_tile_costs(16384, 16384, 0, 192, 128), 32)
     assert schedule.balance(head16k, 132) < 0.8 < 0.99 < schedule.balance(row16k, 132)
     assert schedule.causal_fwd_order(16384, 16384, 0, 32, 192, 128, 132) == schedule.ROW_MAJOR
-    # where both balance within the margin, head-major keeps its L2 reuse
-    for seqlen, heads, rows in ((1024, 32, 128), (4096, 64, 128), (4096, 128, 192)):
+    # where row-major balances less than 10% better, head-major keeps its L2 reuse (at 4096
+    # keys on 32 heads with 192-row tiles: 0.946 against 0.887, and head-major ran faster)
+    for seqlen, heads, rows in ((1024, 32, 128), (4096, 64, 128), (4096, 128, 192),
+                                (4096, 32, 192)):
         assert schedule.causal_fwd_order(seqlen, seqlen, 0, heads, rows, 128, 132) == \
             schedule.HEAD_MAJOR, (seqlen, heads, rows)
 

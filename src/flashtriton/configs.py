@@ -134,17 +134,22 @@ _FWD_GLUON = {
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
-# Three consumer warpgroups (block_m 192, 64 rows each) for d64 without a causal mask, from
-# THREE_CONSUMERS_FWD_FROM keys, persistent at every length: more independent MMA and exp chains
-# per SM where the exps hold back the products (docs/perf-log.md, session 7).
+# Three consumer warpgroups (block_m 192, 64 rows each) for d64, from the key count
+# THREE_CONSUMERS_FWD_FROM gives per mask, persistent at every length: more independent MMA and
+# exp chains per SM where the exps hold back the products (docs/perf-log.md, sessions 7 and 8).
 # 2026-11-29-s7-tune-fwd-c3-skip.json (bf16; two consumers persistent / three persistent /
 # three one-program-per-tile / cuDNN): 1k 397.7 / 367.9 / 280.1 / 409.6 (a 192-row block
 # leaves 1152 - 1024 rows idle), 4k 420.9 / 450.1 / 418.9 / 436.9, 16k 435.4 / 469.9 / 462.7 /
 # 449.0; 2k was not measured. Causal, three consumers were slower at 1k and 4k (168.5 / 268.9,
-# 388.6 / 391.3 persistent) and level at 16k (424.3 one-program-per-tile / 430.5), so causal
-# stays with two.
-THREE_CONSUMERS_FWD_FROM = 4096
-_FWD_GLUON_THREE = {(64, False): KernelConfig(192, 128, 4, 2, gluon=True, persistent=True)}
+# 388.6 / 391.3 persistent) and level at 16k (424.3 one-program-per-tile / 430.5).
+# Causal, session 8, once the persistent launch lists the tiles row block by row block where
+# the head-by-head list balances badly (kernels/schedule.py): 2026-11-29-s8-tune-fwd-c3-causal.json
+# (two consumers one-program-per-tile / persistent, three one-program-per-tile / persistent
+# head-major / row-major, cuDNN): 16k 427.8 / 441.9, 430.3 / 386.4 / 467.1, 447.5; 4k 334.4 /
+# 403.5, 282.0 / 391.1 / 366.4, 417.0; so causal takes three from 8192 keys.
+THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 8192}  # by causal
+_FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, persistent=True)
+                    for causal in (False, True)}
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.
 _FWD_FP8 = {
@@ -202,11 +207,23 @@ _BWD = {
 # 436.3 / 452.5 / 451.3; 16k 536.6 / 538.4 / 544.7, causal 529.3 / 402.7 / 527.1 (the snake
 # balances 16k causal badly); d64 1k 286.7 / 333.6 / 365.1, causal 201.1 / 250.8 / 251.1; 4k
 # 378.6 / 397.5 / 428.5, causal 332.9 / 362.1 / 373.9; 16k 414.1 / 418.0, causal 407.1 / 404.5.
+# Deferred dQ (each step's dQ product in the next step, so neither consumer waits for the
+# other's dS of the step it has just computed), session 8: 2026-11-29-s8-tune-bwd-defer.json
+# (one-program-per-tile without / with, persistent without / with, cuDNN): d64 16k 413.9 /
+# 449.5, 411.7 / 451.0, 458.0, causal 404.1 / 422.8, 405.8 / 414.5, 437.9; 4k 377.9 / 399.8,
+# 392.6 / 416.1, 430.0, causal 333.0 / 344.3, 360.1 / 373.9, 375.0; 1k 287.2 / 285.4, 329.5 /
+# 344.3, causal 201.7 / 203.8, 249.0 / 251.2; d128 16k 526.0 / 546.7, 533.2 / 548.7, 549.7,
+# causal 526.6 / 525.9, 392.0 / 393.6, 531.3; 4k 490.7 / 504.3, 502.1 / 517.3, causal 414.4 /
+# 445.5, 454.1 / 425.7; 1k 377.7 / 374.0, 394.5 / 403.2, causal 257.3 / 259.5, 286.0 / 290.3.
+# Shipped where it won (d128 causal kept without: level at 16k, 6% slower persistent at 4k).
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
-    (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
-    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
-    (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
+                              persistent=True),
+    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
+                             persistent=True),
+    (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
+                               persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
@@ -245,14 +262,14 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, and
     under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per tile
-    from there; where ``_FWD_GLUON_THREE`` has an entry (d64 without a causal mask), that
-    entry from THREE_CONSUMERS_FWD_FROM keys. The launcher still checks that the call is one
-    the kernel covers."""
+    from there; where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
+    THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
+    kernel covers."""
     if dropout:
         return None
     cfg = _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, PERSISTENT_FWD_BELOW, dtype, head_dim,
                         causal, seqlen_k)
-    if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM:
+    if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM[bool(causal)]:
         cfg = _FWD_GLUON_THREE.get((head_dim, bool(causal)), cfg)
     return cfg
 

@@ -11,7 +11,8 @@ the keys up to its diagonal), so how evenly the programs' loads come out depends
   the largest program load is 1.27× the mean.
 - ``ROW_MAJOR``: row block by row block from the last, every head's at each: each round's tiles
   cost about the same, so the snake balances to within 1–3% at every length, at the price of
-  the programs running together spreading over every head.
+  the programs running together spreading over every head (at 4096 keys, d64, that cost 6%
+  more than the balance gained).
 
 :func:`causal_fwd_order` picks row-major only where the head-major list balances badly: the
 kernel (``fwd_gluon._pers_tile``) takes the choice as a runtime argument.
@@ -25,9 +26,12 @@ import numpy as np
 
 HEAD_MAJOR = 1
 ROW_MAJOR = 2
-# row-major is chosen when its modeled balance beats head-major's by more than this: below it,
-# head-major's L2 reuse is worth more than the balance
-ROW_MAJOR_MARGIN = 0.05
+# row-major is chosen when its modeled balance is more than this many times head-major's: below
+# it, head-major's L2 reuse is worth more. Measured (d64 causal, 192-row tiles, 32 heads,
+# bench/results/2026-11-29-s8-tune-fwd-c3-causal.json): at 4096 keys the model gives 0.946 /
+# 0.887 = 1.07 and head-major ran 391.1 TFLOP/s against row-major's 366.4; at 16384, 0.998 /
+# 0.788 = 1.27 and row-major ran 467.1 against 386.4.
+ROW_MAJOR_GAIN = 1.10
 
 
 def snake_loads(costs: np.ndarray, programs: int) -> np.ndarray:
@@ -66,6 +70,6 @@ def causal_fwd_order(seqlen_q: int, seqlen_k: int, shift: int, heads: int, block
     per_head = causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n)
     head_major = np.tile(per_head, heads)
     row_major = np.repeat(per_head, heads)
-    if balance(row_major, programs) > balance(head_major, programs) + ROW_MAJOR_MARGIN:
+    if balance(row_major, programs) > balance(head_major, programs) * ROW_MAJOR_GAIN:
         return ROW_MAJOR
     return HEAD_MAJOR
