@@ -159,14 +159,14 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     ref64, _ = attention_ref(q64, k64, v64, upcast=True)
     low64, _ = attention_ref(q64, k64, v64, upcast=False)
     assert_close(out64, ref64, low64, name="out (d64)")
-    flash_attn_func(q64, k64, v64, causal=True)  # d64 causal below 8192 keys: two consumers
-    assert len(calls) == 7 and calls[-1] == (128, 128, 4, 2, False, True, None)
-    q8, k8, v8 = (randn(1, 8192, 2, 64, dtype=BF16) for _ in range(3))
-    out8 = flash_attn_func(q8, k8, v8, causal=True)  # from 8192 keys: three, persistent
-    assert len(calls) == 8 and calls[-1] == (192, 128, 4, 2, False, True, None)
-    ref8, _ = attention_ref(q8, k8, v8, causal=True, upcast=True)
-    low8, _ = attention_ref(q8, k8, v8, causal=True, upcast=False)
-    assert_close(out8, ref8, low8, name="out (d64 causal 8192)")
+    # d64 causal: two consumers, persistent at every length, below 16384 keys; three from there
+    for seqlen, block_m in ((8192, 128), (16384, 192)):
+        qc, kc, vc = (randn(1, seqlen, 1, 64, dtype=BF16) for _ in range(3))
+        out_c = flash_attn_func(qc, kc, vc, causal=True)
+        assert calls[-1] == (block_m, 128, 4, 2, False, True, None), seqlen
+        ref_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=True)
+        low_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=False)
+        assert_close(out_c, ref_c, low_c, name=f"out (d64 causal {seqlen})")
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, upcast=False)
     assert_close(out, ref, low, name="out")

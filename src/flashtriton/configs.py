@@ -134,6 +134,9 @@ _FWD_GLUON = {
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
+# d64 causal from 8192 keys: two consumers persistent 424.3 against one program per tile 393.1
+# at 8k, 441.9 against 427.8 at 16k (2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json)
+_FWD_GLUON_LONG[(64, True)] = _FWD_GLUON[(64, True)]
 # Three consumer warpgroups (block_m 192, 64 rows each) for d64, from the key count
 # THREE_CONSUMERS_FWD_FROM gives per mask, persistent at every length: more independent MMA and
 # exp chains per SM where the exps hold back the products (docs/perf-log.md, sessions 7 and 8).
@@ -146,8 +149,9 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUO
 # the head-by-head list balances badly (kernels/schedule.py): 2026-11-29-s8-tune-fwd-c3-causal.json
 # (two consumers one-program-per-tile / persistent, three one-program-per-tile / persistent
 # head-major / row-major, cuDNN): 16k 427.8 / 441.9, 430.3 / 386.4 / 467.1, 447.5; 4k 334.4 /
-# 403.5, 282.0 / 391.1 / 366.4, 417.0; so causal takes three from 8192 keys.
-THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 8192}  # by causal
+# 403.5, 282.0 / 391.1 / 366.4, 417.0; 8k (…-s8-tune-fwd-c3-8k.json) 393.1 / 424.3, — / 391.2
+# / 410.6, 423.9. So causal takes three from 16384 keys, and two stay persistent up to there.
+THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 16384}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, persistent=True)
                     for causal in (False, True)}
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
@@ -262,7 +266,7 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, and
     under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per tile
-    from there; where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
+    from there (d64 causal: persistent throughout); where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
     THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
     kernel covers."""
     if dropout:
