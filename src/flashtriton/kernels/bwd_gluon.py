@@ -19,10 +19,12 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
       dQ_part = dS K  → shared memory → TMA reduce-add into the float32 dQ
 
   Each warpgroup adds its own [BLOCK_M, HEAD_DIM] part of dQ; or, with SPLIT_DQ, the two share
-  their dS tiles (an mbarrier per buffer, which keeps them in step) and each computes half of
-  dQ's columns over all 2·BLOCK_N keys, so a query block's dQ is added once per program (at
-  head dim 64, K is kept with a 64-byte swizzle so that its 32-column halves start on a
-  swizzle row). No warpgroup MMA stays in flight across the loop's back edge
+  their dS tiles (an mbarrier per buffer) and each computes half of dQ's columns over all
+  2·BLOCK_N keys, so a query block's dQ is added once per program (at head dim 64, K is kept
+  with a 64-byte swizzle so that its 32-column halves start on a swizzle row). Computed in its
+  own step, that product makes the warpgroup that finished its dS first wait for the other's;
+  with DEFER_DQ it is issued in the next step (dS buffers of four step parities), so each
+  waits only for the other's previous step. No warpgroup MMA stays in flight across the loop's back edge
   (ptxas serializes every MMA of the kernel otherwise; see fwd_gluon.py).
 
 The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
