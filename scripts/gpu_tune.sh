@@ -84,11 +84,12 @@ for name in $SWEEPS; do
     bwd-defer) sweep bwd-defer 240 --pass bwd --headdims 64,128 --seqlens 1024,4096,16384 \
         --bwd-space "'64:128;4;2;gluonsplit,gluonsplitdefer,gluonsplitpers,gluonsplitdeferpers'" ;;
     fwd-c3-causal) sweep fwd-c3-causal 200 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
-        --causal 1 --fwd-space "'128:128;4;2;gluon,gluonpershead|192:128;4;2;gluon,gluonpershead,gluonpersrow'" ;;
+        --causal 1 \
+        --fwd-space "'128:128;4;2;gluon,gluonpershead|192:128;4;2;gluon,gluonpershead,gluonpersrow'" ;;
     fwd-c3-8k) sweep fwd-c3-8k 60 --pass fwd --headdims 64 --seqlens 8192 --causal 1 \
         --fwd-space "'128:128;4;2;gluon,gluonpers|192:128;4;2;gluonpershead,gluonpersrow'" ;;
     bwd-defer-d128c) sweep bwd-defer-d128c 60 --pass bwd --headdims 128 --seqlens 4096 --causal 1 \
-        --bwd-space "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers,gluonsplitpers,gluonsplitdeferpers'" ;;
+        --bwd-space "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers|64:128;4;2;gluonsplitpers,gluonsplitdeferpers'" ;;
     fwd-row-d128) sweep fwd-row-d128 90 --pass fwd --headdims 128 --seqlens 4096,16384 --causal 1 \
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
