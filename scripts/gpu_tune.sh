@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU suite (large shapes), then the config sweeps behind configs.py, in one device call.
 #
-#   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sweeps|all]
+#   OUT=out [SWEEPS="bwd-d64 dropout ..."] scripts/gpu_tune.sh [tests|sanitize|sweeps|all]
+#
+# sanitize: compute-sanitizer memcheck, then synccheck, on `scripts/sanitize.py --gluon-only`
+# (the Gluon launches; memcheck took over 100 s in session 8), logs in $OUT/sanitizer-*.log.
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
 # fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
@@ -26,6 +29,14 @@ sweep() { local name=$1 limit=$2; shift 2
           step "tune-$name" "$limit" sh -c "python3 scripts/tune.py --out '$OUT/tune-$name.json' $* \
               > '$OUT/tune-$name.log' 2>&1"; tail -n 12 "$OUT/tune-$name.log"; }
 
+if [ "$WHAT" = sanitize ]; then
+  for tool in memcheck synccheck; do
+    step "sanitize-$tool" 300 sh -c "compute-sanitizer --tool $tool --print-limit 20 \
+        python3 scripts/sanitize.py --gluon-only > '$OUT/sanitizer-$tool.log' 2>&1"
+    tail -n 2 "$OUT/sanitizer-$tool.log"
+  done
+  exit 0
+fi
 if [ "$WHAT" != sweeps ]; then
   step tests 300 sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
       -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
