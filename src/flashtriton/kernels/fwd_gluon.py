@@ -30,7 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
-from flashtriton.kernels import schedule
+from flashtriton.kernels.schedule import HEAD_MAJOR, ROW_MAJOR, causal_fwd_order
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, is_interpreting,
                                         launch, num_sms, tma_ready)
 
@@ -374,11 +374,11 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
     """Tile ``t`` of the persistent forward: (batch, head, key head, first row, key tiles).
     ``order`` 0 (not causal): head by head, a head's row blocks in order, so the programs
     running together share K and V in L2. Causal, the longest row blocks (the last) first and
-    the tiles taken in ``_snake`` order, listed head by head (1, ``schedule.HEAD_MAJOR``:
+    the tiles taken in ``_snake`` order, listed head by head (1, ``HEAD_MAJOR``:
     measured 391 TFLOP/s at d128 1k causal against 342.1 row-major, docs/perf-log.md, session
-    5) or row block by row block across the heads (2, ``schedule.ROW_MAJOR``: balanced where
-    the head-major list's rounds do not line up with the heads; the launcher chooses,
-    ``schedule.causal_fwd_order``)."""
+    5) or row block by row block across the heads (2, ``ROW_MAJOR``: balanced where the
+    head-major list's rounds do not line up with the heads; the launcher chooses,
+    ``causal_fwd_order``, kernels/schedule.py)."""
     idx = t
     if order > 0:
         idx = _snake(t, total)
@@ -593,7 +593,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings. ``persistent``: one
     program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
     ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
-    ``schedule.causal_fwd_order`` models as balanced.
+    ``causal_fwd_order`` models as balanced.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -622,10 +622,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         programs = max(1, min(tiles, num_sms(q.device)))
         order = 0
         if causal:
-            order = (schedule.causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads,
-                                               block_m, block_n, programs)
-                     if tile_order is None else
-                     schedule.ROW_MAJOR if tile_order == "row" else schedule.HEAD_MAJOR)
+            order = (causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads, block_m,
+                                      block_n, programs)
+                     if tile_order is None else ROW_MAJOR if tile_order == "row" else HEAD_MAJOR)
         launch(_attn_fwd_persistent, (programs,),
                q, k, v, o, lse, *strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
                shift, params.softmax_scale * LOG2E, order, **meta)
