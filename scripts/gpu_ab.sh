@@ -7,8 +7,9 @@
 #       --fwd-space "'128:128;4;2;gluonpers'"
 #
 # The first argument is a folder holding the other tree's `flashtriton` package (a copy of its
-# src/, inside the working tree but not ignored by git, so the device tool carries it); the rest
-# go to scripts/tune.py for both runs. Writes $OUT/ab-old.json, $OUT/ab-new.json and their logs.
+# src/, e.g. inside this working tree so that it travels with it to the GPU machine; do not
+# commit it); the rest go to scripts/tune.py for both runs. Writes $OUT/ab-old.json,
+# $OUT/ab-new.json and their logs.
 set -uo pipefail
 OLD_SRC="$(cd "$1" && pwd)"; shift
 source "$(dirname "$0")/gpu_env.sh"

@@ -108,7 +108,7 @@ for name in $SWEEPS; do
     *) echo "unknown sweep $name" ;;
   esac
 done
-# one archive: the device tool returns a limited number of files
+# one archive: fewer files to copy back from the GPU machine
 tar -C "$OUT" -czf "$OUT/tune.tgz" $(cd "$OUT" && ls tune-*.json tune-*.log 2>/dev/null) \
     && rm -f "$OUT"/tune-*.json "$OUT"/tune-*.log
 cat "$OUT/steps.txt"
