@@ -22,16 +22,15 @@ import heapq
 
 import numpy as np
 
-from flashtriton.kernels.schedule import snake_loads
+from flashtriton.kernels.schedule import causal_tile_costs, snake_loads, tile_lists
 
 
-def tile_costs(pass_: str, seqlen: int, headdim: int, overhead: float) -> list[float]:
-    heads = (16384 // seqlen) * (2048 // headdim)
+def head_costs(pass_: str, seqlen: int, overhead: float) -> np.ndarray:
+    """One head's tile costs, longest first."""
     if pass_ == "fwd":  # 128-row tiles, 128-key steps, longest (last rows) first
-        per_head = [i + 1 for i in reversed(range(seqlen // 128))]
-    else:  # 128-key tiles, 64-row steps, longest (first keys) first
-        per_head = [seqlen // 64 - 2 * j for j in range(seqlen // 128)]
-    return [c + overhead for _ in range(heads) for c in per_head]
+        return causal_tile_costs(seqlen, seqlen, 0, 128, 128, overhead)
+    # backward: 128-key tiles, 64-row steps, longest (first keys) first
+    return np.array([seqlen // 64 - 2 * j for j in range(seqlen // 128)]) + overhead
 
 
 def greedy(costs: list[float], sms: int) -> float:
@@ -51,12 +50,6 @@ def static(costs: list[float], sms: int, snake: bool) -> float:
     return float(loads.max())
 
 
-def row_major(costs: list[float], heads: int) -> list[float]:
-    """The same tiles listed row block by row block across the heads (``schedule.ROW_MAJOR``)."""
-    per_head = len(costs) // heads
-    return [costs[i] for j in range(per_head) for i in range(j, len(costs), per_head)]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sms", type=int, default=132)
@@ -67,14 +60,14 @@ def main():
     for pass_ in ("fwd", "bwd"):
         for headdim in (128, 64):
             for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
-                costs = tile_costs(pass_, seqlen, headdim, args.overhead)
                 heads = (16384 // seqlen) * (2048 // headdim)
+                costs, row_major = tile_lists(head_costs(pass_, seqlen, args.overhead), heads)
                 ideal = sum(costs) / args.sms
                 print(f"{pass_:4} {headdim:3} {seqlen:6} {len(costs):6}  "
                       f"{ideal / greedy(costs, args.sms):8.2f}  "
                       f"{ideal / static(costs, args.sms, False):11.2f}  "
                       f"{ideal / static(costs, args.sms, True):5.2f}  "
-                      f"{ideal / static(row_major(costs, heads), args.sms, True):16.2f}")
+                      f"{ideal / static(row_major, args.sms, True):16.2f}")
 
 
 if __name__ == "__main__":

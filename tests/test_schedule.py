@@ -61,3 +61,10 @@ def test_order_follows_the_balance():
 def test_balance_of_equal_tiles_is_perfect_when_rounds_are_full():
     assert schedule.balance(np.ones(264), 132) == 1.0
     assert schedule.balance(np.ones(133), 132) == pytest.approx((133 / 132) / 2)
+
+
+def test_tile_lists_order_the_heads_tiles_both_ways():
+    per_head = np.array([5.0, 3.0, 1.0])  # one head's tiles, longest first
+    head_major, row_major = schedule.tile_lists(per_head, 2)
+    assert head_major.tolist() == [5, 3, 1, 5, 3, 1]  # head 0's tiles, then head 1's
+    assert row_major.tolist() == [5, 5, 3, 3, 1, 1]   # every head's longest, then the next

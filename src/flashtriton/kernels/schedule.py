@@ -61,15 +61,20 @@ def causal_tile_costs(seqlen_q: int, seqlen_k: int, shift: int, block_rows: int,
     return -(-keys // block_n) + overhead
 
 
+def tile_lists(per_head: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """The costs of ``heads`` heads' tiles (each head's ``per_head``, longest first) listed
+    head by head and row block by row block across the heads."""
+    return np.tile(per_head, heads), np.repeat(per_head, heads)
+
+
 @functools.lru_cache(maxsize=256)
 def causal_fwd_order(seqlen_q: int, seqlen_k: int, shift: int, heads: int, block_rows: int,
                      block_n: int, programs: int) -> int:
     """``HEAD_MAJOR`` or ``ROW_MAJOR`` for a persistent causal forward of ``heads`` (batch ·
     heads) heads, ``block_rows``-row tiles, on ``programs`` programs (see the module
     docstring)."""
-    per_head = causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n)
-    head_major = np.tile(per_head, heads)
-    row_major = np.repeat(per_head, heads)
+    head_major, row_major = tile_lists(
+        causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n), heads)
     if balance(row_major, programs) > balance(head_major, programs) * ROW_MAJOR_GAIN:
         return ROW_MAJOR
     return HEAD_MAJOR
