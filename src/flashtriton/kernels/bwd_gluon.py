@@ -285,23 +285,22 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             if SPLIT_DQ:
                 mbarrier.arrive(ds_ready.index(s % PARITIES))
             dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
+            # dQ of the previous step with DEFER_DQ (a tile's first step has none: its product,
+            # on a stale dSᵀ buffer no one writes before this step ends, is dropped, since an MMA
+            # in flight cannot enter a branch), else of this step
             if DEFER_DQ:
-                # the previous step's dQ; at a tile's first step there is none, and the product
-                # (on a stale dSᵀ buffer no one writes before this step ends) is dropped: an
-                # MMA in flight cannot enter a branch
                 dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s - 1, WG, it > 0)
-                dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
-                mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
-                if it > 0:
-                    _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
             else:
                 dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG, True)
-                dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
-                mbarrier.arrive(empty.index(slot))
-                _dq_add(dq_desc, dq_s, dq * scale_ds, b, m0, head * HEAD_DIM + col0)
+            dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
+            mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
             if DEFER_DQ:
+                if it > 0:
+                    _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
                 prev_m0 = m0
                 prev_col = head * HEAD_DIM + col0
+            else:
+                _dq_add(dq_desc, dq_s, dq * scale_ds, b, m0, head * HEAD_DIM + col0)
         if DEFER_DQ:  # the tile's last step's dQ, before K may be replaced
             if n_steps > 0:
                 dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, step + n_steps - 1, WG,
