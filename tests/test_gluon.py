@@ -184,3 +184,17 @@ def test_not_eligible_outside_the_plain_path():
     assert not gluon_eligible(q.float(), k.float(), v.float(), plain, None, None, False)
     q80, k80, v80 = (randn(1, 64, 2, 80, dtype=BF16) for _ in range(3))
     assert not gluon_eligible(q80, k80, v80, make_params(80), None, None, False)
+    # the kernel's one softmax path scales -inf scores, so it needs a positive scale
+    assert not gluon_eligible(q, k, v, make_params(128, softmax_scale=0.0), None, None, False)
+    assert not gluon_eligible(q, k, v, make_params(128, softmax_scale=-0.1), None, None, False)
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.09])
+def test_non_positive_scale_runs_the_tl_kernel_and_is_right(scale):
+    from flashtriton import flash_attn_func
+
+    q, k, v = (randn(1, 333, 2, 128, dtype=BF16) for _ in range(3))
+    out = flash_attn_func(q, k, v, causal=True, softmax_scale=scale)
+    ref, _ = attention_ref(q, k, v, causal=True, softmax_scale=scale, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=True, softmax_scale=scale, upcast=False)
+    assert_close(out, ref, low, name=f"out (scale {scale})")

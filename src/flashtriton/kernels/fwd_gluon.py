@@ -38,24 +38,25 @@ _empty = torch.empty
 
 
 @gluon.jit
-def _softmax_block(s, m_i, l_i, offs_m, start_n, seqlen_k, shift, qk_scale,
-                   MASKED: gl.constexpr, BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
-    """One online-softmax step on raw scores ``s`` [BLOCK_M, BLOCK_N] (log2 units after the
-    scale). Returns (p, alpha, m_new, l_new). MASKED: keys past the sequence or right of a row's
-    diagonal (``key <= row + shift``; the launcher makes shift large when not causal) drop out."""
-    if MASKED:
-        offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        keep = ((gl.expand_dims(offs_n, 0) < seqlen_k)
-                & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1) + shift))
-        s = gl.where(keep, s * qk_scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 1))
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # rows that saw no key yet
-        p = gl.exp2(s - gl.expand_dims(m_use, 1))
-        alpha = gl.exp2(m_i - m_use)
-    else:
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
-        alpha = gl.exp2(m_i - m_new)
+def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
+                 s_layout: gl.constexpr):
+    """Raw scores with the keys past the sequence or right of a row's diagonal (``key <= row +
+    shift``) set to -inf, before ``_softmax_block``."""
+    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    keep = ((gl.expand_dims(offs_n, 0) < seqlen_k)
+            & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1) + shift))
+    return gl.where(keep, s, float("-inf"))
+
+
+@gluon.jit
+def _softmax_block(s, m_i, l_i, qk_scale):
+    """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
+    positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new); a row that has seen no
+    key yet keeps m = -inf and gets p = 0."""
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+    alpha = gl.exp2(m_i - m_use)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
 
@@ -133,11 +134,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         if 0 >= n_full:
-            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, True, BLOCK_N, s_layout)
-        else:
-            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, 0, seqlen_k, shift,
-                                                qk_scale, False, BLOCK_N, s_layout)
+            s = _mask_scores(s, offs_m, 0, seqlen_k, shift, BLOCK_N, s_layout)
+        p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, qk_scale)
         p16 = p.to(dtype)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -158,13 +156,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if RELEASE_Q:
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             if j + 1 >= n_full:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                    seqlen_k, shift, qk_scale, True,
-                                                    BLOCK_N, s_layout)
-            else:
-                p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, offs_m, (j + 1) * BLOCK_N,
-                                                    seqlen_k, shift, qk_scale, False,
-                                                    BLOCK_N, s_layout)
+                s = _mask_scores(s, offs_m, (j + 1) * BLOCK_N, seqlen_k, shift, BLOCK_N,
+                                 s_layout)
+            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, qk_scale)
             if not LATE_CVT:
                 p16 = p.to(dtype)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
@@ -580,7 +574,7 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and cuda_major(q.device) == 9
             and not varlen and attn_mask is None and alibi_slopes is None
             and params.softcap == 0 and params.dropout_p == 0 and not params.has_left
-            and params.window_right in (-1, 0) and params.softmax_scale >= 0
+            and params.window_right in (-1, 0) and params.softmax_scale > 0
             and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (64, 128)
             and tma_ready(q, k, v))
 
