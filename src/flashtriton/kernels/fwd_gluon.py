@@ -51,12 +51,12 @@ def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
 @gluon.jit
 def _softmax_block(s, m_i, l_i, qk_scale):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
-    positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new); a row that has seen no
-    key yet keeps m = -inf and gets p = 0."""
+    positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
+    at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
+    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0."""
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
-    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    alpha = gl.exp2(m_i - m_new)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
 
@@ -121,7 +121,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+    m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     if n_own > 0:
