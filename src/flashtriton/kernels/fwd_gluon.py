@@ -62,6 +62,28 @@ def _softmax_block(s, m_i, l_i, qk_scale):
 
 
 @gluon.jit
+def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
+                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr):
+    """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
+    runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
+    after an optional mask (the persistent kernel: less code, fewer spills); otherwise the
+    softmax is written out in both branches (the one-program-per-tile kernel, 5% faster so at
+    d128, 16k keys: docs/perf-log.md, session 9)."""
+    if ONE_PATH:
+        if masked:
+            s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
+        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
+    else:
+        if masked:
+            p, alpha, m_new, l_new = _softmax_block(
+                _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
+                qk_scale)
+        else:
+            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
+    return p, alpha, m_new, l_new
+
+
+@gluon.jit
 def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles):
     """The default partition (4 warps, 24 registers): streams K and V tiles through the
     STAGES-slot rings. A slot is refilled once every consumer has arrived on its ``empty``
@@ -102,7 +124,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
     also take turns to issue, so that one's softmax runs under the other's products). Ring
     positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
-    them across tiles); ``RELEASE_Q``: arrive on ``qe`` once the last S product has completed.
+    them across tiles); ``RELEASE_Q`` (the persistent kernel): arrive on ``qe`` once the last S
+    product has completed, and take ``_masked_softmax``'s one path.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
@@ -133,9 +156,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         mbarrier.arrive(k_empty.index(slot0))
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
-        if 0 >= n_full:
-            s = _mask_scores(s, offs_m, 0, seqlen_k, shift, BLOCK_N, s_layout)
-        p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, qk_scale)
+        p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
+                                             shift, qk_scale, BLOCK_N, s_layout, RELEASE_Q)
         p16 = p.to(dtype)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -155,10 +177,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.arrive(k_empty.index(nslot))
             if RELEASE_Q:
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
-            if j + 1 >= n_full:
-                s = _mask_scores(s, offs_m, (j + 1) * BLOCK_N, seqlen_k, shift, BLOCK_N,
-                                 s_layout)
-            p, alpha, m_i, l_i = _softmax_block(s, m_i, l_i, qk_scale)
+            p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
+                                                 (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
+                                                 BLOCK_N, s_layout, RELEASE_Q)
             if not LATE_CVT:
                 p16 = p.to(dtype)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
