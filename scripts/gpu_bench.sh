@@ -4,12 +4,13 @@
 #   scripts/gpu_bench.sh [WHAT] [extra `flashtriton bench` options...]
 #
 # WHAT (default quick):
-#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both), ~2 min
+#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both), ~3 min
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
 #   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout, float8 against their
-#                peers (8 configurations, headdim 128, bf16, causal; 2 min 4 s on the H200, most of it
-#                FlexAttention compiling once per configuration); JSON and tables, no plots
+#                peers (8 configurations, headdim 128, bf16, causal; 2 min 4 s on the H200 with the
+#                old 25 ms warm-up, most of it FlexAttention compiling once per configuration);
+#                JSON and tables, no plots
 # Extra options pass through, e.g. `scripts/gpu_bench.sh d256 --dtypes fp16 --providers flashtriton,sdpa_cudnn`.
 #
 # Results: $OUT/<date>-<what>.json (rewritten after every configuration, so a run cut short keeps

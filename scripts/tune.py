@@ -49,6 +49,10 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
     ap.add_argument("--deterministic", action="store_true", help="backward: the two-kernel path")
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--warmup-ms", type=int, default=1000,
+                    help="do_bench warmup for every timing, cuDNN's included: a second of load "
+                         "brings the GPU to its power-capped clock first (flashtriton.bench."
+                         "harness.GPU_WARMUP_MS; before session 9 it was 25)")
     # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
     # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
     # gluon = the Gluon kernel where it applies: forward, a TMA producer and two consumer
@@ -134,7 +138,7 @@ def main():
                     if not err < (6e-2 if fp8 else 2e-2):
                         row.update(status="wrong", err=err)
                     else:
-                        ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                        ms = do_bench(fn, warmup=args.warmup_ms, rep=100, return_mode="median")
                         row.update(status="ok", err=err, ms=ms,
                                    tflops=flops(b, h, s, d, causal, pas) / ms * 1e-9)
                 except Exception as exc:  # out of shared memory and such: recorded, not fatal
@@ -148,12 +152,13 @@ def main():
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                     if pas == "fwd":
                         ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
-                            qr, kr, vr, is_causal=causal), return_mode="median")
+                            qr, kr, vr, is_causal=causal), warmup=args.warmup_ms,
+                            return_mode="median")
                     else:
                         o2 = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
                         g2 = do.transpose(1, 2).to(o2.dtype)
                         ms = do_bench(lambda: torch.autograd.grad(o2, (qr, kr, vr), g2, retain_graph=True),
-                                      return_mode="median")
+                                      warmup=args.warmup_ms, return_mode="median")
                 results.append(dict(pass_=pas, headdim=d, seqlen=s, causal=causal, provider="sdpa_cudnn",
                                     ms=ms, tflops=flops(b, h, s, d, causal, pas) / ms * 1e-9))
             except Exception as exc:

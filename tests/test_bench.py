@@ -122,6 +122,19 @@ def test_cli_times_naive_on_cpu_and_says_so(tmp_path, capsys):
         assert (row["batch"], row["heads"], row["seqlen"], row["headdim"]) == (2, 2, 32, 16)
 
 
+def test_warmup_defaults_per_device_and_bad_budgets_are_refused(capsys):
+    assert harness.make_timing("cuda", None, 100) == harness.Timing("cuda", 1000, 100)
+    assert harness.make_timing("cpu", None, 100) == harness.Timing("cpu", 25, 100)
+    assert harness.make_timing("cuda", 0, 7) == harness.Timing("cuda", 0, 7)
+    with pytest.raises(ValueError, match="warmup"):
+        harness.make_timing("cpu", -1, 100)
+    with pytest.raises(ValueError, match="rep"):
+        harness.make_timing("cpu", 5, 0)
+    assert harness.run_cli(parse("--device", "cpu", "--providers", "naive",
+                                 "--warmup-ms", "-3")) == 2
+    assert "--warmup-ms must be >= 0" in capsys.readouterr().out
+
+
 class _ScaleGrad(torch.autograd.Function):
     """Identity forward, a backward that scales the gradient: right output, wrong gradients."""
 

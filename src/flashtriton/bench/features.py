@@ -46,8 +46,8 @@ from flashtriton.bench import check, results
 from flashtriton.bench.feature_providers import (FEATURE_PROVIDERS, FLOAT8_DESCALE, FP8, Float8Inputs,
                                                  alibi_slopes)
 from flashtriton.bench.harness import (HIDDEN, TOKENS, ProviderRun, Timing, _flat, classify,
-                                       collect_meta, free_memory, grid_overrides, resolve_device,
-                                       run_problem)
+                                       collect_meta, free_memory, grid_overrides, make_timing,
+                                       resolve_device, run_problem)
 from flashtriton.bench.providers import DTYPE_NAMES, DTYPES, Inputs, Problem, Provider, make_inputs
 from flashtriton.reference import attention_ref, visible_mask
 
@@ -608,10 +608,10 @@ def run_cli(args: argparse.Namespace, registry=None) -> int:
             return 0
         device = resolve_device(args.device)
         total = count(spec, device, names, registry)
+        timing = make_timing(device, args.warmup_ms, args.rep_ms)
     except ValueError as exc:
         console.print(f"flashtriton bench: {exc}")
         return 2
-    timing = Timing(device=device, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
     if device == "cpu":
         console.print("NOTE: timing on CPU with a wall-clock timer (no CUDA device): the numbers "
                       "below are not GPU figures and peak memory is not measured.")

@@ -58,16 +58,37 @@ class GridSpec:
 
 
 FULL = GridSpec()
-# About two minutes on an H200: the configurations of SPEC.md §4's peer table.
+# About three minutes on an H200 (with the 1 s GPU warm-up): the configurations of SPEC.md §4's
+# peer table.
 QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
                  causal=(False, True), passes=("fwd", "bwd"))
+
+
+# do_bench's warm-up on the GPU. The H200 holds its boost clock for the first ~0.1-0.2 s of a
+# load, then its power cap pulls it down (1980 -> 1650-1965 MHz, nvidia-smi, session 9); a
+# provider timed right after an idle gap (a check, a compile) ran up to 10% faster than the same
+# kernel timed right after another: bench/results/2026-11-29-s9-order-*.json, docs/perf-log.md.
+# One second of the same calls before timing puts every provider in the capped steady state.
+GPU_WARMUP_MS = 1000
+CPU_WARMUP_MS = 25
 
 
 @dataclass(frozen=True)
 class Timing:
     device: str
-    warmup_ms: int = 25
+    warmup_ms: int = CPU_WARMUP_MS
     rep_ms: int = 100
+
+
+def make_timing(device: str, warmup_ms: int | None, rep_ms: int) -> Timing:
+    """Timing for ``device``; ``warmup_ms`` None takes the device's default (GPU_WARMUP_MS on
+    cuda, CPU_WARMUP_MS otherwise)."""
+    if warmup_ms is None:
+        warmup_ms = GPU_WARMUP_MS if device == "cuda" else CPU_WARMUP_MS
+    if warmup_ms < 0 or rep_ms <= 0:
+        raise ValueError(f"--warmup-ms must be >= 0 and --rep-ms > 0, got {warmup_ms} and "
+                         f"{rep_ms}")
+    return Timing(device=device, warmup_ms=warmup_ms, rep_ms=rep_ms)
 
 
 def wall_clock_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float,
@@ -322,7 +343,7 @@ def _csv(kind):
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="a ~2 minute subset: headdim 128,64; seqlen 1024,4096,16384; bf16; "
+                        help="a ~3 minute subset: headdim 128,64; seqlen 1024,4096,16384; bf16; "
                              "fwd,bwd; causal both (options given explicitly still apply)")
     parser.add_argument("--providers", nargs="+", type=_csv(str), metavar="NAME",
                         help=f"providers to run (default: all): {', '.join(PROVIDERS)}")
@@ -340,7 +361,10 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hidden", type=int, default=None, help=f"heads*headdim (default {HIDDEN})")
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                         help="auto: cuda when available; cpu times with a wall clock (dry runs)")
-    parser.add_argument("--warmup-ms", type=int, default=25, help="do_bench warmup (ms)")
+    parser.add_argument("--warmup-ms", type=int, default=None,
+                        help=f"do_bench warmup (ms; default {GPU_WARMUP_MS} on the GPU, so that "
+                             f"every provider is timed at the power-capped clock, "
+                             f"{CPU_WARMUP_MS} on CPU)")
     parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
@@ -352,7 +376,7 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature", nargs="+", type=_csv(str), metavar="NAME",
                         help="benchmark features instead of the plain grid: varlen, window, softcap, "
                              "alibi, dropout, float8 or all (bench/features.py; with --quick: 8 "
-                             "configurations, 2 min 4 s on the H200)")
+                             "configurations, 2 min 4 s on the H200 with a 25 ms warm-up)")
     parser.add_argument("--decode", action="store_true",
                         help="benchmark decoding instead (flash_attn_with_kvcache against SDPA and "
                              "FlexAttention, batch 1..64, context 1k..128k; --quick: 4 shapes; "
@@ -453,10 +477,10 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         spec = spec_from_args(args)
         providers = select_providers(args.providers, registry)
         device = resolve_device(args.device)
+        timing = make_timing(device, args.warmup_ms, args.rep_ms)
     except ValueError as exc:
         console.print(f"flashtriton bench: {exc}")
         return 2
-    timing = Timing(device=device, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
     problems = spec.problems(device)
     total = len(problems) * len(providers) * len(spec.passes)
     if device == "cpu":
