@@ -97,6 +97,9 @@ class KernelConfig:
     #                               list; None: the launcher's balance model chooses
 
 
+# Every sweep named below was timed with do_bench's 25 ms warm-up, before session 9 found that
+# the first timing after an idle gap runs partly at the boost clock (docs/perf-log.md, session
+# 9); scripts/tune.py now warms up for 1 s. Close calls between entries deserve a re-run.
 # Tuned on the H200 (bf16, batch*seqlen 16k tokens, heads*headdim 2048, seqlen 16384; d256 at
 # 4096), keyed by (head-dim bucket, causal); TFLOP/s as measured by scripts/tune.py.
 # Forward d64/d128: bench/results/2026-11-29-tune-tma.json (tensor descriptors beat pointer
