@@ -21,6 +21,7 @@ import time
 import torch
 from triton.testing import do_bench
 
+from flashtriton.bench.harness import GPU_WARMUP_MS
 from flashtriton.configs import KernelConfig, make_params
 from flashtriton.kernels.bwd import attn_bwd
 from flashtriton.kernels.fwd import attn_fwd
@@ -49,10 +50,10 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
     ap.add_argument("--deterministic", action="store_true", help="backward: the two-kernel path")
     ap.add_argument("--dropout", type=float, default=0.0)
-    ap.add_argument("--warmup-ms", type=int, default=1000,
-                    help="do_bench warmup for every timing, cuDNN's included: a second of load "
-                         "brings the GPU to its power-capped clock first (flashtriton.bench."
-                         "harness.GPU_WARMUP_MS; before session 9 it was 25)")
+    ap.add_argument("--warmup-ms", type=int, default=GPU_WARMUP_MS,
+                    help="do_bench warmup for every timing, cuDNN's included (default: the "
+                         "bench's, so that the GPU is at its power-capped clock first; before "
+                         "session 9 it was 25)")
     # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
     # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
     # gluon = the Gluon kernel where it applies: forward, a TMA producer and two consumer

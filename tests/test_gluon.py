@@ -184,7 +184,7 @@ def test_not_eligible_outside_the_plain_path():
     assert not gluon_eligible(q.float(), k.float(), v.float(), plain, None, None, False)
     q80, k80, v80 = (randn(1, 64, 2, 80, dtype=BF16) for _ in range(3))
     assert not gluon_eligible(q80, k80, v80, make_params(80), None, None, False)
-    # the kernel's one softmax path scales -inf scores, so it needs a positive scale
+    # the kernel scales the masked (-inf) scores, so it needs a positive scale (-inf · 0 = NaN)
     assert not gluon_eligible(q, k, v, make_params(128, softmax_scale=0.0), None, None, False)
     assert not gluon_eligible(q, k, v, make_params(128, softmax_scale=-0.1), None, None, False)
 
