@@ -15,9 +15,11 @@ def compiled(monkeypatch):
 @pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True)])
 def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, causal):
     """d128: persistent below PERSISTENT_FWD_BELOW keys, one program per tile from there (d64
-    is persistent at every length: the test below)."""
+    is persistent at every length: the test below). 8192 keys run persistent since session 10
+    (measured at the power-capped clock, configs.py)."""
     below = configs.PERSISTENT_FWD_BELOW
-    for seqlen_k in (1, 1024, below - 1):
+    assert below > 8192
+    for seqlen_k in (1, 1024, 8192, below - 1):
         cfg = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, seqlen_k)
         assert cfg.gluon and cfg.persistent, seqlen_k
     for seqlen_k in (below, 16384):

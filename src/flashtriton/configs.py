@@ -129,7 +129,11 @@ _FWD = {
 # 16k 426.9 / 425.9 / 444.1. With causal tiles head by head (the order shipped),
 # 2026-11-29-s5-tune-fwd-pers.json / -d64.json: d128 causal 1k 391 (cuDNN 428), 4k 591 (528);
 # d64 causal 1k 268 (333), 4k 395 (413). At 16k one program per tile is as good or better.
-PERSISTENT_FWD_BELOW = 8192
+# Re-measured at the power-capped clock (1 s warm-up), session 10:
+# 2026-11-30-s10-tune-fwd-prefetch-d128.json (d128, ping-pong, one-program-per-tile /
+# persistent / cuDNN): 8k 595.4 / 600.9 / 597.3, causal 544.2 / 565.7 / 552.0; 16k 611.8 /
+# 592.6 / 604.2, causal 594.1 / 572.1 / 557.0. So 8k moved to the persistent side (one run).
+PERSISTENT_FWD_BELOW = 16384
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
     (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
@@ -137,9 +141,10 @@ _FWD_GLUON = {
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
-# d64 causal from 8192 keys: two consumers persistent 424.3 against one program per tile 393.1
-# at 8k, 441.9 against 427.8 at 16k (2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json)
-_FWD_GLUON_LONG[(64, True)] = _FWD_GLUON[(64, True)]
+# d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
+# against one program per tile 393.1 at 8k, 441.9 against 427.8 at 16k:
+# 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); from there it takes three consumers,
+# persistent (_FWD_GLUON_THREE), so its _FWD_GLUON_LONG entry is never used.
 # Three consumer warpgroups (block_m 192, 64 rows each) for d64, from the key count
 # THREE_CONSUMERS_FWD_FROM gives per mask, persistent at every length: more independent MMA and
 # exp chains per SM where the exps hold back the products (docs/perf-log.md, sessions 7 and 8).

@@ -1,0 +1,80 @@
+"""Where one attention pass's GPU time goes, kernel by kernel, for flashtriton and its peers.
+
+    PYTHONPATH=src python3 scripts/kernel_breakdown.py --pass bwd --headdim 128 --seqlen 1024 \
+        [--causal] [--providers flashtriton,sdpa_cudnn] [--iters 20] [--out breakdown.json]
+
+The problem and the call are the benchmark's (`flashtriton.bench.providers`: batch·seqlen =
+16384 tokens, heads·headdim = 2048, bf16; the backward is ``out.backward(dout)`` on a retained
+graph, gradients reset between calls as `flashtriton bench` does). Each provider runs a 1 s
+warm-up, then ``--iters`` calls under ``torch.profiler``; the table gives each kernel's mean
+GPU time per call and their sum, next to the profiled window's span (the first kernel's start
+to the last one's end) over the calls: the sum plus the gaps between kernels and calls.
+"""
+
+import argparse
+import json
+import time
+from collections import defaultdict
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
+
+
+def breakdown(provider: str, problem: Problem, pass_name: str, iters: int) -> dict:
+    runner = PROVIDERS[provider].setup(problem, make_inputs(problem))
+    with runner.context():
+        fn = runner.callable_for(pass_name)
+
+        def call():
+            runner.clear_grads()
+            fn()
+
+        end = time.time() + 1.0  # settle the clock at its power cap, as the bench does
+        while time.time() < end:
+            call()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                call()
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    per_name = defaultdict(float)
+    for e in kernels:
+        per_name[e.name] += e.device_time / iters
+    span = (max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels))
+    return {"provider": provider, "kernels_us": dict(per_name),
+            "sum_us": sum(per_name.values()), "span_us": span / iters}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="bwd")
+    ap.add_argument("--headdim", type=int, default=128)
+    ap.add_argument("--seqlen", type=int, default=1024)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--providers", default="flashtriton,sdpa_cudnn")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--out", default=None, help="JSON file for the table")
+    args = ap.parse_args()
+    if args.iters < 1:
+        ap.error("--iters must be at least 1")
+    problem = Problem(16384 // args.seqlen, 2048 // args.headdim, args.seqlen, args.headdim,
+                      args.causal, torch.bfloat16)
+    rows = [breakdown(name, problem, args.pass_, args.iters) for name in args.providers.split(",")]
+    print(f"{args.pass_} {problem.describe()}: mean GPU time per call, µs")
+    for row in rows:
+        print(f"  {row['provider']}: kernels {row['sum_us']:.1f}, first start to last end "
+              f"{row['span_us']:.1f}")
+        for name, us in sorted(row["kernels_us"].items(), key=lambda kv: -kv[1]):
+            print(f"    {us:9.1f}  {name[:90]}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "pass": args.pass_, "problem": problem.describe(), "iters": args.iters,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
