@@ -8,7 +8,9 @@ The problem and the call are the benchmark's (`flashtriton.bench.providers`: bat
 graph, gradients reset between calls as `flashtriton bench` does). Each provider runs a 1 s
 warm-up, then ``--iters`` calls under ``torch.profiler``; the table gives each kernel's mean
 GPU time per call and their sum, next to the profiled window's span (the first kernel's start
-to the last one's end) over the calls: the sum plus the gaps between kernels and calls.
+to the last one's end) over the calls: the sum plus the gaps between kernels and calls. Each
+gap (the GPU idle between one kernel's end and the next one's start) is charged to the kernel
+that waited for it, so the ``idle before`` column says at which launch the time is lost.
 """
 
 import argparse
@@ -39,13 +41,28 @@ def breakdown(provider: str, problem: Problem, pass_name: str, iters: int) -> di
             for _ in range(iters):
                 call()
             torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    per_name = defaultdict(float)
-    for e in kernels:
-        per_name[e.name] += e.device_time / iters
-    span = (max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels))
-    return {"provider": provider, "kernels_us": dict(per_name),
-            "sum_us": sum(per_name.values()), "span_us": span / iters}
+    kernels = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
+               if e.device_type == torch.autograd.DeviceType.CUDA]
+    if not kernels:
+        raise SystemExit(f"{provider}: the profiler recorded no GPU kernel")
+    return {"provider": provider, **summarize(kernels, iters)}
+
+
+def summarize(kernels: list[tuple[str, float, float]], iters: int) -> dict:
+    """Per-call means (µs) from ``kernels``, (name, start, end) of every GPU kernel that ``iters``
+    calls launched: each name's time, the idle time charged to the kernel that waited for it
+    (from the previous kernel's end to its start; the window's first kernel is charged
+    nothing), their sum and the window's span."""
+    kernels = sorted(kernels, key=lambda k: k[1])
+    per_name, idle_before = defaultdict(float), defaultdict(float)
+    prev_end = None
+    for name, start, end in kernels:
+        per_name[name] += (end - start) / iters
+        if prev_end is not None:
+            idle_before[name] += max(0.0, start - prev_end) / iters
+        prev_end = end if prev_end is None else max(prev_end, end)
+    return {"kernels_us": dict(per_name), "idle_before_us": dict(idle_before),
+            "sum_us": sum(per_name.values()), "span_us": (prev_end - kernels[0][1]) / iters}
 
 
 def main():
@@ -67,8 +84,9 @@ def main():
     for row in rows:
         print(f"  {row['provider']}: kernels {row['sum_us']:.1f}, first start to last end "
               f"{row['span_us']:.1f}")
+        print(f"    {'GPU µs':>9} {'idle before':>11}  kernel")
         for name, us in sorted(row["kernels_us"].items(), key=lambda kv: -kv[1]):
-            print(f"    {us:9.1f}  {name[:90]}")
+            print(f"    {us:9.1f} {row['idle_before_us'].get(name, 0.0):11.1f}  {name[:80]}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -1,6 +1,6 @@
 """Run one attention pass once inside a profiler window, for Nsight Compute:
 
-    ncu --set full --profile-from-start off -k regex:_attn_bwd_ws -o out/bwd \\
+    ncu --clock-control none --set full --profile-from-start off -k regex:_attn_bwd_ws -o out/bwd \\
         python3 scripts/profile_pass.py --pass bwd --headdim 128 --seqlen 16384
 
 The pass runs three times first (compilation, warm caches) outside the window; then once

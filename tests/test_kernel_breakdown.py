@@ -1,0 +1,38 @@
+"""scripts/kernel_breakdown.py's per-call summary of a profiled window (the profiling itself
+needs a GPU; the arithmetic is checked here on a hand-made timeline)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def breakdown():
+    spec = importlib.util.spec_from_file_location("kernel_breakdown",
+                                                  ROOT / "scripts/kernel_breakdown.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_times_and_idle_gaps_per_call(breakdown):
+    # two calls of [prep 0-10, main 15-40] then [prep 47-57, main 57-82], listed out of order
+    timeline = [("main", 57.0, 82.0), ("prep", 0.0, 10.0), ("main", 15.0, 40.0),
+                ("prep", 47.0, 57.0)]
+    out = breakdown.summarize(timeline, iters=2)
+    assert out["kernels_us"] == {"prep": 10.0, "main": 25.0}
+    # main waited 5 µs in the first call, none in the second; the second prep waited 7
+    assert out["idle_before_us"] == {"main": 2.5, "prep": 3.5}
+    assert out["sum_us"] == 35.0
+    assert out["span_us"] == 41.0  # (82 - 0) / 2 = the sum plus the idle time
+    assert out["span_us"] == out["sum_us"] + sum(out["idle_before_us"].values())
+
+
+def test_overlapping_kernels_are_not_charged_idle_time(breakdown):
+    # a kernel that starts before the previous one ends (another stream) waited for nothing
+    out = breakdown.summarize([("a", 0.0, 10.0), ("b", 5.0, 8.0), ("c", 12.0, 20.0)], iters=1)
+    assert out["idle_before_us"] == {"b": 0.0, "c": 2.0}
+    assert out["span_us"] == 20.0
