@@ -5,8 +5,8 @@
 
 The problem and the call are the benchmark's (`flashtriton.bench.providers`: batch·seqlen =
 16384 tokens, heads·headdim = 2048, bf16; the backward is ``out.backward(dout)`` on a retained
-graph, gradients reset between calls as `flashtriton bench` does). Each provider runs a 1 s
-warm-up, then ``--iters`` calls under ``torch.profiler``; the table gives each kernel's mean
+graph, gradients reset between calls as `flashtriton bench` does). Each provider first runs
+for the bench's GPU warm-up (``harness.GPU_WARMUP_MS``), then ``--iters`` calls under ``torch.profiler``; the table gives each kernel's mean
 GPU time per call and their sum, next to the profiled window's span (the first kernel's start
 to the last one's end) over the calls: the sum plus the gaps between kernels and calls. Each
 gap (the GPU idle between one kernel's end and the next one's start) is charged to the kernel
@@ -21,6 +21,7 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
 from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
 
 
@@ -33,7 +34,7 @@ def breakdown(provider: str, problem: Problem, pass_name: str, iters: int) -> di
             runner.clear_grads()
             fn()
 
-        end = time.time() + 1.0  # settle the clock at its power cap, as the bench does
+        end = time.time() + GPU_WARMUP_MS / 1000  # the clock at its power cap, as in the bench
         while time.time() < end:
             call()
         torch.cuda.synchronize()
@@ -77,7 +78,7 @@ def main():
     args = ap.parse_args()
     if args.iters < 1:
         ap.error("--iters must be at least 1")
-    problem = Problem(16384 // args.seqlen, 2048 // args.headdim, args.seqlen, args.headdim,
+    problem = Problem(TOKENS // args.seqlen, HIDDEN // args.headdim, args.seqlen, args.headdim,
                       args.causal, torch.bfloat16)
     rows = [breakdown(name, problem, args.pass_, args.iters) for name in args.providers.split(",")]
     print(f"{args.pass_} {problem.describe()}: mean GPU time per call, µs")

@@ -132,7 +132,8 @@ _FWD = {
 # Re-measured at the power-capped clock (1 s warm-up), session 10:
 # 2026-11-30-s10-tune-fwd-prefetch-d128.json (d128, ping-pong, one-program-per-tile /
 # persistent / cuDNN): 8k 595.4 / 600.9 / 597.3, causal 544.2 / 565.7 / 552.0; 16k 611.8 /
-# 592.6 / 604.2, causal 594.1 / 572.1 / 557.0. So 8k moved to the persistent side (one run).
+# 592.6 / 604.2, causal 594.1 / 572.1 / 557.0; a second 8k run (…-s10-tune-d128-8k-repeat.json)
+# 596.7 / 601.0 / 602.9, causal 540.9 / 559.3 / 538.2. So 8k moved to the persistent side.
 PERSISTENT_FWD_BELOW = 16384
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),

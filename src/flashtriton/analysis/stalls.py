@@ -6,7 +6,8 @@ producer spinning on a full ring looks like a slow kernel. The SASS of each part
 contiguous region that starts with its ``setmaxnreg`` (``USETMAXREG``), so the source page's
 per-instruction warp-state samples can be split there. Record and read:
 
-    ncu --set full --import-source no --profile-from-start off -k regex:_attn_bwd_ws -o rep \\
+    ncu --clock-control none --set full --import-source no --profile-from-start off \\
+        -k regex:_attn_bwd_ws -o rep \\
         python3 scripts/profile_pass.py --pass bwd --headdim 64 --seqlen 16384
     ncu --import rep.ncu-rep --page source --print-source sass --csv > src.csv
     flashtriton stalls src.csv          # a .csv.gz works too
