@@ -100,8 +100,9 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row' or None, and only the persistent
-    forward has the FMA exp2; the backward defers dQ only when it is split. Refused before the
-    device is touched."""
+    forward has the FMA exp2; the backward defers dQ only when it is split, and adds into a dQ
+    accumulator only if it is float32, contiguous and shaped like q. Refused before the device
+    is touched."""
     from flashtriton.configs import make_params
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
@@ -114,3 +115,7 @@ def test_gluon_launchers_reject_unknown_options():
         attn_fwd_gluon(q, q, q, make_params(64), 128, 128, 4, 2, fma_exp=True)
     with pytest.raises(ValueError, match="defer_dq needs split_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
+    for dq in (torch.zeros(q.shape, dtype=torch.bfloat16), torch.zeros(1, 64, 2, 32),
+               torch.zeros(1, 2, 64, 64).transpose(1, 2)):
+        with pytest.raises(ValueError, match="dq must be a contiguous float32 tensor"):
+            attn_bwd_gluon(q, q, q, q, q, q, make_params(64), dq=dq.to(q.device))

@@ -37,11 +37,15 @@ except ImportError:  # older Triton: the tl kernels only
 _empty = torch.empty
 
 @triton.jit
-def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
+def _bwd_preprocess(O, DO, DELTA, CU_Q, DQ, stride_ob, stride_om, stride_oh,
                     stride_dob, stride_dom, stride_doh, stride_lb, stride_lh,
+                    stride_dqb, stride_dqm, stride_dqh,
                     nheads, seqlen_q_max, HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr,
-                    BLOCK_M: tl.constexpr, IS_VARLEN: tl.constexpr):
-    """delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] (float32)."""
+                    BLOCK_M: tl.constexpr, IS_VARLEN: tl.constexpr, ZERO_DQ: tl.constexpr,
+                    HEAD_DIM_QK: tl.constexpr, BLOCK_DQK: tl.constexpr):
+    """delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] (float32). ``ZERO_DQ``: also
+    zero the same rows of the float32 dQ accumulator ``DQ`` (dense layout only: with varlen,
+    rows past the last sequence would stay unwritten), one launch instead of a memset."""
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
@@ -64,6 +68,11 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, stride_ob, stride_om, stride_oh,
     delta = tl.sum(o * do, 1)
     tl.store(DELTA + b64 * stride_lb + h * stride_lh + q_start + offs_m, delta,
              mask=offs_m < seqlen_q)
+    if ZERO_DQ:
+        offs_dq = tl.arange(0, BLOCK_DQK)
+        tl.store(DQ + b64 * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm
+                 + offs_dq[None, :], tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32),
+                 mask=(offs_m[:, None] < seqlen_q) & (offs_dq[None, :] < HEAD_DIM_QK))
 
 
 @triton.jit
@@ -398,6 +407,14 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
             return (t.stride(0), t.stride(1), t.stride(2))
         sl = (lse.stride(0), lse.stride(1))
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
+    # the float32 dQ accumulator that the Gluon kernel and the fused tl kernel add into: zeroed
+    # by the preprocess kernel (dense layouts) or by a memset (varlen)
+    fused = cfg.fused_dq and not params.deterministic
+    dq_acc = None
+    if gluon or fused:
+        dq_acc = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if varlen
+                  else _empty(q.shape, dtype=torch.float32, device=q.device))
+    zero_dq = dq_acc is not None and not varlen
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
     cu_q = cu_seqlens_q if varlen else q
@@ -405,19 +422,20 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     flags = dot_flags(q.dtype, params.allow_tf32)
     pre_block = 64 if not flags["UPCAST_BF16"] and q.is_cuda else 16
     launch(_bwd_preprocess, (cdiv(max(seqlen_q, 1), pre_block), batch * nheads),
-        o, do, delta, cu_q, *strides(o), *strides(do), *sl, nheads, seqlen_q,
-        HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block, IS_VARLEN=varlen)
+        o, do, delta, cu_q, dq_acc if zero_dq else delta, *strides(o), *strides(do), *sl,
+        *(strides(dq_acc) if zero_dq else (0, 0, 0)), nheads, seqlen_q,
+        HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block, IS_VARLEN=varlen,
+        ZERO_DQ=zero_dq, HEAD_DIM_QK=d, BLOCK_DQK=_pow2_dim(d))
     if dlse is not None:
         delta = delta - torch.where(torch.isinf(lse), 0.0, dlse.float())
     if gluon:
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
-                                    persistent=cfg.persistent, defer_dq=cfg.defer_dq)
+                                    persistent=cfg.persistent, defer_dq=cfg.defer_dq,
+                                    dq=dq_acc)
         return dq.to(q.dtype), dk, dv
-    fused = cfg.fused_dq and not params.deterministic
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
-    dq = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if fused
-          else _empty(q.shape, dtype=q.dtype, device=q.device))
+    dq = dq_acc if fused else _empty(q.shape, dtype=q.dtype, device=q.device)
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     common = dict(

@@ -417,14 +417,15 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
-                   persistent: bool = False, defer_dq: bool = False):
+                   persistent: bool = False, defer_dq: bool = False, dq=None):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
     ``persistent``: one program per SM walks the tiles (else one program per tile);
     ``defer_dq`` (split dQ only): a step's dQ product is issued in the next step, so neither
-    warpgroup waits for the other's dSᵀ of the step it has just computed. Returns
-    (dq float32, dk, dv)."""
+    warpgroup waits for the other's dSᵀ of the step it has just computed. ``dq``: the float32
+    accumulator, already zeroed (``kernels.bwd`` zeroes it in its preprocess launch); by
+    default a fresh zeroed one. Returns (dq float32, dk, dv)."""
     if defer_dq and not split_dq:
         raise ValueError("attn_bwd_gluon: defer_dq needs split_dq (only split dQ waits for the "
                          "other warpgroup's dS)")
@@ -434,7 +435,11 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     if d not in (64, 128):
         raise ValueError(f"head dim: the Gluon backward covers 64 and 128, not {d}")
     # (batch, seqlen, heads · head_dim) rows for the reduction's descriptor
-    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    if dq is None:
+        dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    elif dq.shape != q.shape or dq.dtype != torch.float32 or not dq.is_contiguous():
+        raise ValueError(f"attn_bwd_gluon: dq must be a contiguous float32 tensor shaped like q "
+                         f"{tuple(q.shape)}, got {dq.dtype} {tuple(dq.shape)}")
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     causal = params.window_right == 0
