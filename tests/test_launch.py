@@ -106,3 +106,43 @@ def test_strides_alignment_and_dtype_change_the_key():
     n = len(common._COMPILED)
     _check(True, 0.0, *(randn(b, s, h, d, dtype=F16) for _ in range(3)))
     assert len(common._COMPILED) > n or not _gluon()
+
+
+@on_gpu
+def test_cached_launches_call_the_c_launcher_directly():
+    """With Triton 3.6's launcher, cached entries are ``_DirectLaunch``: the arguments go to the
+    compiled kernel's C launcher, with scratch memory from Triton's allocator for the kernels
+    that build tensor descriptors on the device (the Gluon kernels; checked by value above and
+    in the other GPU tests, which all launch through this path from their second call on)."""
+    common._COMPILED.clear()
+    q, k, v = (randn(2, 256, 4, 64, dtype=BF16) for _ in range(3))
+    _check(True, 0.0, q, k, v)
+    entries = list(common._COMPILED.values())
+    assert entries and all(isinstance(e, common._DirectLaunch) for e in entries), entries
+    if _gluon():
+        assert any(e.scratch[0] > 0 for e in entries), "no Gluon kernel with device descriptors"
+
+
+@on_gpu
+def test_launch_hooks_see_cached_launches():
+    """A launch hook (what profilers such as proton install) is called for every launch,
+    cached ones included: while one is installed, cached entries take Triton's runner."""
+    from triton import knobs
+
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata.get()["name"])
+
+    q, k, v = (randn(1, 128, 2, 64, dtype=BF16) for _ in range(3))
+    flash_attn_func(q, k, v, causal=True)  # fills the cache
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        for _ in range(2):
+            _check(True, 0.0, *(randn(1, 128, 2, 64, dtype=BF16) for _ in range(3)))
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(seen) >= 4 and all(isinstance(n, str) and n for n in seen), seen
+    n = len(seen)
+    flash_attn_func(q, k, v, causal=True)
+    assert len(seen) == n, "the hook was called after its removal"
