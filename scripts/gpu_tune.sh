@@ -17,9 +17,7 @@
 # dQ product deferred to the next step, or not; both launches), fwd-c3-causal (d64 causal: two
 # consumers or three, persistent tiles head- or row-block-major), fwd-row-d128 (d128 causal,
 # persistent with the modeled order or one program per tile), fwd-c3-8k (d64 causal at 8192
-# keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice),
-# fwd-fma (d64: the persistent forward with or without its last consumer's exp2 on the FMA
-# pipes, two and three consumers, 1k/4k/16k, causal or not).
+# keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -103,8 +101,6 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluon,gluonpershead|192:128;4;2;gluon,gluonpershead,gluonpersrow'" ;;
     fwd-c3-8k) sweep fwd-c3-8k 60 --pass fwd --headdims 64 --seqlens 8192 --causal 1 \
         --fwd-space "'128:128;4;2;gluon,gluonpers|192:128;4;2;gluonpershead,gluonpersrow'" ;;
-    fwd-fma) sweep fwd-fma 150 --pass fwd --headdims 64 --seqlens 1024,4096,16384 \
-        --fwd-space "'128:128;4;2;gluonpers,gluonpersfma|192:128;4;2;gluonpers,gluonpersfma'" ;;
     bwd-defer-d128c) sweep bwd-defer-d128c 60 --pass bwd --headdims 128 --seqlens 4096 --causal 1 \
         --bwd-space "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers|64:128;4;2;gluonsplitpers,gluonsplitdeferpers'" ;;
     fwd-row-d128) sweep fwd-row-d128 90 --pass fwd --headdims 128 --seqlens 4096,16384 --causal 1 \

@@ -29,7 +29,7 @@ from flashtriton.kernels.fwd import attn_fwd
 
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
          "gluonpppers", "gluonsplitpers", "gluonsplitdefer", "gluonsplitdeferpers",
-         "gluonpershead", "gluonpersrow", "gluonpersfma", "gluonpppersfma")  # see --fwd-space
+         "gluonpershead", "gluonpersrow")  # see --fwd-space
 
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
@@ -63,9 +63,7 @@ def main():
     # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong;
     # gluonsplitpers = the backward's split-dQ kernel, persistent; gluonsplitdefer[pers] = the
     # same with each step's dQ product deferred to the next step; gluonpershead / gluonpersrow =
-    # the persistent forward with its causal tiles listed head- or row-block-major;
-    # gluonpersfma / gluonpppersfma = the persistent forward, without / with ping-pong, its last
-    # consumer's exp2 on the FMA pipes)
+    # the persistent forward with its causal tiles listed head- or row-block-major)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)
@@ -90,11 +88,10 @@ def main():
             yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
                                warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
                                gluon=ld.startswith("gluon"),
-                               pingpong=ld.startswith("gluonpp"),
+                               pingpong=ld in ("gluonpp", "gluonpppers"),
                                split_dq=ld.startswith("gluonsplit"),
                                defer_dq="defer" in ld,
                                persistent="pers" in ld,
-                               fma_exp=ld.endswith("fma"),
                                tile_order=("row" if ld.endswith("row") else
                                            "head" if ld.endswith("head") else None))
 
@@ -185,7 +182,6 @@ def main():
                f"{' dqtma' if best['dq_tma'] else ''}{' gluon' if best.get('gluon') else ''}"
                f"{' split' if best.get('split_dq') else ''}{' pp' if best.get('pingpong') else ''}"
                f"{' pers' if best.get('persistent') else ''}"
-               f"{' fma' if best.get('fma_exp') else ''}"
                if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")

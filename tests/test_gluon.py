@@ -23,12 +23,11 @@ BF16, F16 = torch.bfloat16, torch.float16
 
 def case(b, sq, sk, h, hk, d, causal, dtype, blocks):
     """blocks: (block_m, block_n, warps per consumer, stages, pingpong[, persistent[,
-    tile_order[, fma_exp]]]), the launcher's order."""
+    tile_order]]), the launcher's order."""
     tag = (f"b{b}-sq{sq}-sk{sk}-h{h}/{hk}-d{d}-{str(dtype).split('.')[-1]}"
            f"{'-causal' if causal else ''}-m{blocks[0]}n{blocks[1]}w{blocks[2]}s{blocks[3]}"
            f"{'-pingpong' if blocks[4] else ''}{'-persistent' if blocks[5:6] == (True,) else ''}"
-           f"{'-' + blocks[6] + '-major' if blocks[6:7] not in ((), (None,)) else ''}"
-           f"{'-fma-exp' if blocks[7:] == (True,) else ''}")
+           f"{'-' + blocks[6] + '-major' if blocks[6:] else ''}")
     return pytest.param(b, sq, sk, h, hk, d, causal, dtype, blocks, id=tag)
 
 
@@ -105,20 +104,6 @@ CASES += [
     case(2, 2049, 2049, 24, 24, 64, True, BF16, (*PERS, "head")),
     case(1, 3000, 3000, 16, 16, 128, True, BF16, PPPERS),  # the model picks row-major on 132 SMs
 ]
-# the last consumer's exp2 on the FMA pipes (``_exp2_fma``): rows that see no key (their p must
-# be exactly 0, so that l stays 0 and O is 0, lse -inf), masked diagonals, two and three
-# consumers, fp16 (its P keeps 11 bits, so the polynomial's 7.5e-5 must stay below them)
-FMA, C3FMA, PPFMA = (*PERS, None, True), (*C3PERS, None, True), (*PPPERS, None, True)
-CASES += [
-    case(1, 1, 1, 2, 2, 64, True, BF16, C3FMA),
-    case(1, 129, 65, 4, 2, 64, True, BF16, FMA),
-    case(2, 600, 200, 40, 20, 64, True, F16, C3FMA),
-    case(4, 1000, 1000, 32, 32, 64, True, BF16, FMA),
-    case(2, 2049, 2049, 24, 24, 64, False, F16, FMA),
-    case(4, 1000, 1000, 32, 32, 64, False, BF16, C3FMA),
-    case(3, 777, 901, 16, 4, 64, True, F16, (*C3PERS, "row", True)),
-    case(4, 1000, 1000, 16, 16, 128, True, F16, PPFMA),
-]
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)
@@ -154,23 +139,23 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     q, k, v = (randn(2, 600, 4, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 4, 3, gluon=True))
-    assert calls == [(128, 64, 4, 3, False, False, None, False)]
+    assert calls == [(128, 64, 4, 3, False, False, None)]
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True))
-    assert calls[-1] == (128, 128, 4, 2, True, False, None, False)
+    assert calls[-1] == (128, 128, 4, 2, True, False, None)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, persistent=True))
-    assert calls[-1] == (128, 128, 4, 2, False, True, None, False)
+    assert calls[-1] == (128, 128, 4, 2, False, True, None)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 128, 4, 2, gluon=True, persistent=True,
                                                       tile_order="row"))
-    assert calls[-1] == (128, 128, 4, 2, False, True, "row", False)
+    assert calls[-1] == (128, 128, 4, 2, False, True, "row")
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
     assert len(calls) == 4, "gluon=False must run the tl kernel"
     out = flash_attn_func(q, k, v, causal=True)  # the shipped config: the Gluon kernel
-    assert len(calls) == 5 and calls[-1] == (128, 128, 4, 2, True, True, None, False)
+    assert len(calls) == 5 and calls[-1] == (128, 128, 4, 2, True, True, None)
     flash_attn_func(q, k, v, causal=True, softcap=10.0)  # not covered: the tl kernel
     assert len(calls) == 5
     q64, k64, v64 = (randn(1, 4096, 2, 64, dtype=BF16) for _ in range(3))
     out64 = flash_attn_func(q64, k64, v64)  # d64 from 4096 keys: three consumers, persistent
-    assert len(calls) == 6 and calls[-1] == (192, 128, 4, 2, False, True, None, False)
+    assert len(calls) == 6 and calls[-1] == (192, 128, 4, 2, False, True, None)
     ref64, _ = attention_ref(q64, k64, v64, upcast=True)
     low64, _ = attention_ref(q64, k64, v64, upcast=False)
     assert_close(out64, ref64, low64, name="out (d64)")
@@ -178,7 +163,7 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     for seqlen, block_m in ((8192, 128), (16384, 192)):
         qc, kc, vc = (randn(1, seqlen, 1, 64, dtype=BF16) for _ in range(3))
         out_c = flash_attn_func(qc, kc, vc, causal=True)
-        assert calls[-1] == (block_m, 128, 4, 2, False, True, None, False), seqlen
+        assert calls[-1] == (block_m, 128, 4, 2, False, True, None), seqlen
         ref_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=True)
         low_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=False)
         assert_close(out_c, ref_c, low_c, name=f"out (d64 causal {seqlen})")

@@ -99,10 +99,9 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 
 def test_gluon_launchers_reject_unknown_options():
-    """The persistent forward's tile order is 'head', 'row' or None, and only the persistent
-    forward has the FMA exp2; the backward defers dQ only when it is split, and adds into a dQ
-    accumulator only if it is float32, contiguous and shaped like q. Refused before the device
-    is touched."""
+    """The persistent forward's tile order is 'head', 'row' or None; the backward defers dQ
+    only when it is split, and adds into a dQ accumulator only if it is float32, contiguous and
+    shaped like q. Refused before the device is touched."""
     from flashtriton.configs import make_params
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
@@ -111,8 +110,6 @@ def test_gluon_launchers_reject_unknown_options():
     with pytest.raises(ValueError, match="tile_order='diagonal'"):
         attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128, 128, 4, 2, False, True,
                        "diagonal")
-    with pytest.raises(ValueError, match="fma_exp is implemented in the persistent kernel"):
-        attn_fwd_gluon(q, q, q, make_params(64), 128, 128, 4, 2, fma_exp=True)
     with pytest.raises(ValueError, match="defer_dq needs split_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
     for dq in (torch.zeros(q.shape, dtype=torch.bfloat16), torch.zeros(1, 64, 2, 32),

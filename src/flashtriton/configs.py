@@ -95,7 +95,6 @@ class KernelConfig:
     persistent: bool = False  # Gluon forward: one program per SM walks the tiles
     tile_order: str | None = None  # Gluon persistent causal forward: "head" / "row" major tile
     #                               list; None: the launcher's balance model chooses
-    fma_exp: bool = False  # Gluon persistent forward: the last consumer's exp2 on the FMA pipes
 
 
 # Every sweep named below was timed with do_bench's 25 ms warm-up, before session 9 found that

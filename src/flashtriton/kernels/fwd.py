@@ -235,8 +235,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     if cfg is not None and cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes,
                                                         varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
-                              cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order,
-                              cfg.fma_exp)
+                              cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order)
     if cfg is None or cfg.gluon:  # a call the Gluon kernel does not cover: the tuned tl config
         cfg = fwd_config(q.dtype, head_dim, params.has_right, dropout)
     if varlen:

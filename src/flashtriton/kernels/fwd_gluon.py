@@ -49,35 +49,13 @@ def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
 
 
 @gluon.jit
-def _exp2_fma(x):
-    """2^x for x <= 0 (float32) on the FMA and integer pipes instead of the special-function
-    unit (MUFU), whose exp2 bounds the d64 softmax: x = j + f with j = round(x) (adding and
-    subtracting 1.5·2^23 leaves it in t's low mantissa bits) and |f| <= 1/2; 2^f by a degree-3
-    polynomial (relative error 7.5e-5, fitted by least squares on [-1/2, 1/2]); 2^j written
-    into an exponent field, (t's bits << 23) + 127 << 23. x at or below -127 (masked scores,
-    -inf) gives exactly 0, as exp2 does."""
-    x = gl.maximum(x, -127.0)
-    t = x + 12582912.0  # 1.5 * 2**23
-    f = x - (t - 12582912.0)
-    p = f * 0.055171460 + 0.24261086
-    p = p * f + 0.69326097
-    p = p * f + 0.99992812
-    scale = (t.to(gl.int32, bitcast=True) << 23) + 0x3F800000
-    return p * scale.to(gl.float32, bitcast=True)
-
-
-@gluon.jit
-def _softmax_block(s, m_i, l_i, qk_scale, FMA_EXP: gl.constexpr = False):
+def _softmax_block(s, m_i, l_i, qk_scale):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
     positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
     at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
-    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0.
-    ``FMA_EXP``: the probabilities' exp2 by ``_exp2_fma`` (alpha's, one per row, stays MUFU)."""
+    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0."""
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-    if FMA_EXP:
-        p = _exp2_fma(s * qk_scale - gl.expand_dims(m_new, 1))
-    else:
-        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
@@ -85,18 +63,16 @@ def _softmax_block(s, m_i, l_i, qk_scale, FMA_EXP: gl.constexpr = False):
 
 @gluon.jit
 def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
-                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr,
-                    FMA_EXP: gl.constexpr = False):
+                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
     after an optional mask (the persistent kernel: less code, fewer spills); otherwise the
     softmax is written out in both branches (the one-program-per-tile kernel, 5% faster so at
-    d128, 16k keys: docs/perf-log.md, session 9). ``FMA_EXP`` (one path only): see
-    ``_softmax_block``."""
+    d128, 16k keys: docs/perf-log.md, session 9)."""
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
-        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, FMA_EXP)
+        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
     else:
         if masked:
             p, alpha, m_new, l_new = _softmax_block(
@@ -141,8 +117,7 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
                  turns, n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
-                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr,
-                 LATE_CVT: gl.constexpr, FMA_EXP: gl.constexpr = False):
+                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
     step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
@@ -182,8 +157,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout, RELEASE_Q,
-                                             FMA_EXP)
+                                             shift, qk_scale, BLOCK_N, s_layout, RELEASE_Q)
         p16 = p.to(dtype)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -205,7 +179,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout, RELEASE_Q, FMA_EXP)
+                                                 BLOCK_N, s_layout, RELEASE_Q)
             if not LATE_CVT:
                 p16 = p.to(dtype)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
@@ -492,7 +466,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
 
 
 @gluon.jit
-def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr, FMA_EXP: gl.constexpr):
+def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     """Persistent forward, one consumer warpgroup: for each tile, ``_attend_tile`` on ring
     positions that run on across tiles; Q's buffer is released as soon
     as the tile's last S product has completed (the producer loads the next Q under this tile's
@@ -535,7 +509,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr, FMA_EXP: gl.co
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, qe, zero_s, kv, turns, n_tiles, n_own, n_full, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
-                                     CONSUMERS > 2, FMA_EXP)
+                                     CONSUMERS > 2)
         out, lse = _normalize(acc, m_i, l_i)
         tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
         o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
@@ -551,28 +525,17 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr, FMA_EXP: gl.co
 
 @gluon.jit
 def _pers_consumer0(ring, queue, schedule, args):
-    _pers_consumer(ring, queue, schedule, args, 0, False)
+    _pers_consumer(ring, queue, schedule, args, 0)
 
 
 @gluon.jit
 def _pers_consumer1(ring, queue, schedule, args):
-    _pers_consumer(ring, queue, schedule, args, 1, False)
+    _pers_consumer(ring, queue, schedule, args, 1)
 
 
 @gluon.jit
 def _pers_consumer2(ring, queue, schedule, args):
-    _pers_consumer(ring, queue, schedule, args, 2, False)
-
-
-# the last consumer with its probabilities' exp2 on the FMA pipes (``_exp2_fma``)
-@gluon.jit
-def _pers_consumer1_fma(ring, queue, schedule, args):
-    _pers_consumer(ring, queue, schedule, args, 1, True)
-
-
-@gluon.jit
-def _pers_consumer2_fma(ring, queue, schedule, args):
-    _pers_consumer(ring, queue, schedule, args, 2, True)
+    _pers_consumer(ring, queue, schedule, args, 2)
 
 
 @gluon.jit
@@ -583,14 +546,12 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          qk_scale, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
-                         CONSUMERS: gl.constexpr, FMA_EXP: gl.constexpr = False):
+                         CONSUMERS: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``order``: causal, longest first, in a snake); partitions as
     ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
-    so the next tile's loads run under the current one's last products and epilogue.
-    ``FMA_EXP``: the last consumer computes its probabilities' exp2 on the FMA pipes
-    (``_exp2_fma``), so that the consumers share the special-function unit with one fewer."""
+    so the next tile's loads run under the current one's last products and epilogue."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     total = n_m * batch * nheads
@@ -619,13 +580,11 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                                     stride_om, stride_oh, stride_lb, stride_lh))
     if CONSUMERS == 3:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
-                            (_pers_consumer1, work),
-                            (_pers_consumer2_fma if FMA_EXP else _pers_consumer2, work)],
+                            (_pers_consumer1, work), (_pers_consumer2, work)],
                            [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
     else:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
-                            (_pers_consumer1_fma if FMA_EXP else _pers_consumer1, work)],
-                           [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+                            (_pers_consumer1, work)], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
@@ -643,14 +602,13 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
-                   tile_order: str | None = None, fma_exp: bool = False):
+                   tile_order: str | None = None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings. ``persistent``: one
     program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
     ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
-    ``causal_fwd_order`` models as balanced. ``fma_exp`` (persistent only): the last consumer's
-    exp2 on the FMA pipes instead of the special-function unit.
+    ``causal_fwd_order`` models as balanced.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -660,8 +618,6 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                          f"consumers: 4 warps each)")
     if tile_order not in (None, "head", "row"):
         raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row' or None")
-    if fma_exp and not persistent:
-        raise ValueError("attn_fwd_gluon: fma_exp is implemented in the persistent kernel only")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -686,7 +642,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                      if tile_order is None else ROW_MAJOR if tile_order == "row" else HEAD_MAJOR)
         launch(_attn_fwd_persistent, (programs,),
                q, k, v, o, lse, *strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
-               shift, params.softmax_scale * LOG2E, order, FMA_EXP=fma_exp, **meta)
+               shift, params.softmax_scale * LOG2E, order, **meta)
     else:
         launch(_attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads),
                q, k, v, o, lse, *strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
