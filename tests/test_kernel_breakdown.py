@@ -36,3 +36,17 @@ def test_overlapping_kernels_are_not_charged_idle_time(breakdown):
     out = breakdown.summarize([("a", 0.0, 10.0), ("b", 5.0, 8.0), ("c", 12.0, 20.0)], iters=1)
     assert out["idle_before_us"] == {"b": 0.0, "c": 2.0}
     assert out["span_us"] == 20.0
+
+
+def test_host_probe_median_offsets():
+    """scripts/host_probe.py's per-position medians of the launch stamps (µs from each call's
+    start)."""
+    spec = importlib.util.spec_from_file_location("host_probe", ROOT / "scripts/host_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    calls = [(10.0, [("L:pre", 10.000100), ("E", 10.000130), ("L:main", 10.000200)]),
+             (20.0, [("L:pre", 20.000300), ("E", 20.000320), ("L:main", 20.000400)]),
+             (30.0, [("L:pre", 30.000200), ("E", 30.000350), ("L:main", 30.000900)])]
+    out = probe.median_offsets(calls)
+    assert [label for label, _ in out] == ["L:pre", "E", "L:main"]
+    assert [round(us, 3) for _, us in out] == [200.0, 320.0, 400.0]

@@ -1,0 +1,103 @@
+"""Host time per attention call, and when each flashtriton kernel launch is issued within it.
+
+    PYTHONPATH=src python3 scripts/host_probe.py [--seqlen 1024] [--calls 200] [--repeats 1]
+
+At short sequence lengths the GPU can finish a call's kernels before the host has issued them:
+``do_bench`` clears the L2 before every timed call (a ~58 µs kernel on an H200), so any host
+time before a call's first launch beyond that, and between launches beyond the previous
+kernel's GPU time, is GPU idle time inside the measurement (``kernel_breakdown.py --clear-l2``
+shows it on the GPU side). Here a sleep kernel holds the GPU first, so each call only enqueues
+its work: the wall time per call is pure host time. The problems are the bench's (16384 tokens,
+2048 hidden, bf16), the calls the bench's providers; flashtriton's ``launch`` is wrapped to
+record the offsets (µs from the call's start) at which it is entered (L:name) and returns (E).
+Prints medians over ``--calls`` calls, flashtriton next to sdpa_cudnn.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from flashtriton.bench.harness import HIDDEN, TOKENS
+from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
+
+PROBLEMS = [("bwd", 128, False), ("bwd", 128, True), ("bwd", 64, False), ("fwd", 64, True),
+            ("fwd", 128, False)]
+_stamps: list = []
+
+
+def _wrap_launches():
+    """Record entry and return of every flashtriton ``launch`` (the kernel modules import it by
+    name, so each module's reference is wrapped)."""
+    import flashtriton.kernels.bwd as bwd
+    import flashtriton.kernels.bwd_gluon as bwd_gluon
+    import flashtriton.kernels.fwd as fwd
+    import flashtriton.kernels.fwd_gluon as fwd_gluon
+    from flashtriton.kernels import common
+
+    original = common.launch
+
+    def timed(kernel, grid, *args, **kwargs):
+        _stamps.append(("L:" + getattr(kernel, "__name__", str(kernel))[:22], time.perf_counter()))
+        original(kernel, grid, *args, **kwargs)
+        _stamps.append(("E", time.perf_counter()))
+
+    for module in (fwd, bwd, fwd_gluon, bwd_gluon):
+        if hasattr(module, "launch"):
+            module.launch = timed
+
+
+def median_offsets(calls: list[tuple[float, list[tuple[str, float]]]]) -> list[tuple[str, float]]:
+    """``calls``: (start time, [(label, time), ...]) per call. The median offset (µs) of each
+    stamp position, in order, labelled as in the first call."""
+    per_position: dict = {}
+    for start, stamps in calls:
+        for i, (label, t) in enumerate(stamps):
+            per_position.setdefault((i, label), []).append((t - start) * 1e6)
+    return [(label, statistics.median(v)) for (i, label), v in sorted(per_position.items())]
+
+
+def measure(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int,
+            calls: int) -> tuple[float, list]:
+    problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
+                      torch.bfloat16)
+    runner = PROVIDERS[provider].setup(problem, make_inputs(problem))
+    with runner.context():
+        fn = runner.callable_for(pass_name)
+        for _ in range(5):  # compile, fill the caches
+            runner.clear_grads()
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(1_000_000_000)  # ~0.5 s: the queue never runs dry
+        walls, stamped = [], []
+        for _ in range(calls):
+            _stamps.clear()
+            start = time.perf_counter()
+            runner.clear_grads()
+            fn()
+            walls.append((time.perf_counter() - start) * 1e6)
+            stamped.append((start, list(_stamps)))
+        torch.cuda.synchronize()
+    return statistics.median(walls), median_offsets(stamped)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seqlen", type=int, default=1024)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args()
+    _wrap_launches()
+    for _ in range(args.repeats):
+        for pass_name, headdim, causal in PROBLEMS:
+            for provider in ("flashtriton", "sdpa_cudnn"):
+                host, offsets = measure(provider, pass_name, headdim, causal, args.seqlen,
+                                        args.calls)
+                marks = " ".join(f"{label}@{us:.0f}" for label, us in offsets)
+                print(f"{provider:12s} {pass_name} d{headdim} {'causal' if causal else 'full  '}: "
+                      f"host {host:6.1f} us/call  {marks}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
