@@ -10,7 +10,8 @@ shows it on the GPU side). Here a sleep kernel holds the GPU first, so each call
 its work: the wall time per call is pure host time. The problems are the bench's (16384 tokens,
 2048 hidden, bf16), the calls the bench's providers; flashtriton's ``launch`` is wrapped to
 record the offsets (µs from the call's start) at which it is entered (L:name) and returns (E).
-Prints medians over ``--calls`` calls, flashtriton next to sdpa_cudnn.
+Prints medians over ``--calls`` calls, flashtriton next to sdpa_cudnn. (``launch_overhead.py``
+times each layer of the forward call instead.)
 """
 
 import argparse
