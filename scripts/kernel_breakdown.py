@@ -1,16 +1,18 @@
 """Where one attention pass's GPU time goes, kernel by kernel, for flashtriton and its peers.
 
     PYTHONPATH=src python3 scripts/kernel_breakdown.py --pass bwd --headdim 128 --seqlen 1024 \
-        [--causal] [--providers flashtriton,sdpa_cudnn] [--iters 20] [--out breakdown.json]
+        [--causal] [--providers flashtriton,sdpa_cudnn] [--iters 20] [--clear-l2] \
+        [--out breakdown.json]
 
 The problem and the call are the benchmark's (`flashtriton.bench.providers`: batch·seqlen =
 16384 tokens, heads·headdim = 2048, bf16; the backward is ``out.backward(dout)`` on a retained
 graph, gradients reset between calls as `flashtriton bench` does). Each provider first runs
-for the bench's GPU warm-up (``harness.GPU_WARMUP_MS``), then ``--iters`` calls under ``torch.profiler``; the table gives each kernel's mean
-GPU time per call and their sum, next to the profiled window's span (the first kernel's start
-to the last one's end) over the calls: the sum plus the gaps between kernels and calls. Each
-gap (the GPU idle between one kernel's end and the next one's start) is charged to the kernel
-that waited for it, so the ``idle before`` column says at which launch the time is lost.
+for the bench's GPU warm-up (``harness.GPU_WARMUP_MS``), then ``--iters`` calls under
+``torch.profiler``; the table gives each kernel's mean GPU time per call and their sum, next to
+the profiled window's span (the first kernel's start to the last one's end) over the calls:
+the sum plus the gaps between kernels and calls. Each gap (the GPU idle between one kernel's
+end and the next one's start) is charged to the kernel that waited for it, so the ``idle
+before`` column says at which launch the time is lost.
 
 ``--clear-l2``: clear the L2 before every call, as ``do_bench`` does. The clear is then listed as
 a kernel, and the idle before the pass's first kernel is the host time that the bench sees
