@@ -11,7 +11,8 @@ its work: the wall time per call is pure host time. The problems are the bench's
 2048 hidden, bf16), the calls the bench's providers; flashtriton's ``launch`` is wrapped to
 record the offsets (µs from the call's start) at which it is entered (L:name) and returns (E).
 Prints medians over ``--calls`` calls, flashtriton next to sdpa_cudnn. (``launch_overhead.py``
-times each layer of the forward call instead.)
+times each layer of the forward call instead.) ``--compare-plans``: flashtriton only, with its
+call plans (``kernels/common.py``) off and on, alternating in one process.
 """
 
 import argparse
@@ -88,16 +89,24 @@ def main():
     ap.add_argument("--seqlen", type=int, default=1024)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--compare-plans", action="store_true")
     args = ap.parse_args()
     _wrap_launches()
+    from flashtriton.kernels import common
+
+    sides = ([("plans off", "flashtriton", False), ("plans on", "flashtriton", True)]
+             if args.compare_plans else [("", "flashtriton", True), ("", "sdpa_cudnn", True)])
     for _ in range(args.repeats):
         for pass_name, headdim, causal in PROBLEMS:
-            for provider in ("flashtriton", "sdpa_cudnn"):
+            for label, provider, plans in sides:
+                common.PLANS["enabled"] = plans
+                common.clear_launch_caches()
                 host, offsets = measure(provider, pass_name, headdim, causal, args.seqlen,
                                         args.calls)
-                marks = " ".join(f"{label}@{us:.0f}" for label, us in offsets)
-                print(f"{provider:12s} {pass_name} d{headdim} {'causal' if causal else 'full  '}: "
-                      f"host {host:6.1f} us/call  {marks}", flush=True)
+                marks = " ".join(f"{mark}@{us:.0f}" for mark, us in offsets)
+                print(f"{provider:12s} {pass_name} d{headdim} {'causal' if causal else 'full  '}"
+                      f"{' ' + label if label else ''}: host {host:6.1f} us/call  {marks}",
+                      flush=True)
 
 
 if __name__ == "__main__":

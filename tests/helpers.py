@@ -83,3 +83,13 @@ def check_attention(fn_ours, fn_ref, inputs, *, grad=True, grad_out=None, names=
         assert a is not None, f"d{name}: no gradient"
         assert_close(a, r, lo, factor=3.0, name=f"d{name}")
     return ours
+
+
+def no_call_plans(monkeypatch) -> None:
+    """Turn the call plans (kernels/common.py) off for one test and forget the stored ones: for
+    tests that patch the dispatch (a spy on a launcher, a forced config), which a stored plan
+    would skip."""
+    from flashtriton.kernels import common
+
+    monkeypatch.setitem(common.PLANS, "enabled", False)
+    common.clear_launch_caches()

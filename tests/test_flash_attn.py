@@ -5,7 +5,7 @@ import torch
 
 from flashtriton import flash_attn_func
 from flashtriton.reference import attention_ref
-from helpers import DEVICE, LARGE, check_attention, randn
+from helpers import DEVICE, LARGE, check_attention, no_call_plans, randn
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 
@@ -176,6 +176,7 @@ def pointer_loads(monkeypatch):
         monkeypatch.setattr(mod, name, lambda *a, real=real: dataclasses.replace(real(*a), tma=False))
     monkeypatch.setattr(fwd, "gluon_fwd_config", lambda *a: None)
     monkeypatch.setattr(bwd, "gluon_bwd_config", lambda *a: None)
+    no_call_plans(monkeypatch)
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,dv,dtype,causal,kw", [CASES[i] for i in (1, 4, 5, 9)])

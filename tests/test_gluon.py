@@ -12,7 +12,7 @@ import torch
 
 from flashtriton.configs import KernelConfig, make_params
 from flashtriton.reference import attention_ref
-from helpers import DEVICE, assert_close, randn
+from helpers import DEVICE, assert_close, no_call_plans, randn
 
 pytestmark = pytest.mark.skipif(
     DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
@@ -136,6 +136,7 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
+    no_call_plans(monkeypatch)
     q, k, v = (randn(2, 600, 4, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True)
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 4, 3, gluon=True))

@@ -14,7 +14,7 @@ import flashtriton.kernels.fwd as fwd
 from flashtriton import flash_attn_func, ops
 from flashtriton.configs import KernelConfig, make_params
 from flashtriton.reference import attention_ref
-from helpers import DEVICE, check_attention, randn
+from helpers import DEVICE, check_attention, no_call_plans, randn
 
 pytestmark = pytest.mark.skipif(
     DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
@@ -133,6 +133,7 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
         return real_launch(*args, **kw)
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
+    no_call_plans(monkeypatch)
     for d in (128, 64):  # short: split dQ, persistent; dQ deferred but at d128 causal
         q, k, v = (randn(1, 300, 2, d, dtype=BF16, requires_grad=True) for _ in range(3))
         flash_attn_func(q, k, v, causal=True).sum().backward()

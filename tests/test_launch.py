@@ -1,5 +1,5 @@
-"""The kernels' launcher (``kernels/common.launch``): its compiled-kernel cache key, on any
-device, and calls that go through the cache, on a GPU. Under the interpreter every launch takes
+"""The kernels' launcher (``kernels/common.launch``) and the call plans: their cache keys, on any
+device, and calls that go through the caches, on a GPU. Under the interpreter every launch takes
 Triton's own path, so the cache itself is a GPU path: those tests are skipped on CPU.
 
 A key that missed something Triton specialises on would launch a kernel compiled for other
@@ -13,7 +13,7 @@ import torch
 
 from flashtriton import flash_attn_func
 from flashtriton.kernels import common
-from flashtriton.kernels.common import _arg_key, cdiv
+from flashtriton.kernels.common import _arg_key, cdiv, tensor_key
 from flashtriton.reference import attention_ref
 from helpers import DEVICE, check_attention, randn
 
@@ -40,6 +40,22 @@ def test_key_separates_what_triton_specialises_on():
     assert _arg_key(None) != _arg_key(0) and _arg_key("ieee") != _arg_key("tf32")
 
 
+def test_plan_key_separates_what_the_recorded_arguments_depend_on():
+    """A call plan replays launch arguments derived from its tensors' shapes, strides, dtypes
+    and 16-byte alignment: two calls share a plan only if all of these agree (and the options
+    and the current device, the rest of ``plan_key``)."""
+    a = torch.empty(2, 64, 4, 32, dtype=F16, device=DEVICE)
+    assert tensor_key(a) == tensor_key(torch.empty_like(a))  # fresh data, same layout
+    assert tensor_key(a) != tensor_key(a.to(BF16))
+    assert tensor_key(a) != tensor_key(torch.empty(2, 65, 4, 32, dtype=F16, device=DEVICE))
+    assert tensor_key(a) != tensor_key(a.transpose(1, 2).contiguous().transpose(1, 2))  # strides
+    flat = torch.empty(a.numel() + 8, dtype=F16, device=DEVICE)
+    assert tensor_key(flat[8:].view(a.shape)) == tensor_key(a)  # 16 bytes on
+    assert tensor_key(flat[1:][:a.numel()].view(a.shape)) != tensor_key(a)  # 2 bytes on
+    assert tensor_key(a, a) != tensor_key(a, a.to(BF16))
+    assert len(tensor_key(a, a, a)) == 3
+
+
 def _gluon():
     return torch.cuda.get_device_capability()[0] == 9
 
@@ -58,7 +74,7 @@ def _check(causal, softcap, q, k, v):
 @pytest.mark.parametrize("softcap", [0.0, 5.0], ids=["plain", "softcap"])  # Gluon on sm_90; tl
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_repeated_calls_go_through_the_cache(causal, softcap):
-    common._COMPILED.clear()
+    common.clear_launch_caches()
     b, s, h, d = 2, 300, 4, 64
     sizes = []
     for _ in range(3):  # fresh data each call; the first fills the cache, the others hit it
@@ -77,7 +93,7 @@ def test_strides_alignment_and_dtype_change_the_key():
     differently; these take the tl kernels); float16 instead of bfloat16. Every result and
     gradient is checked; on sm_90 the Gluon kernels, which take q, k, v directly, get new cache
     entries for the new strides and dtype."""
-    common._COMPILED.clear()
+    common.clear_launch_caches()
     b, s, h, d = 1, 200, 2, 64
     n_el = b * s * h * d
 
@@ -114,7 +130,7 @@ def test_cached_launches_call_the_c_launcher_directly():
     compiled kernel's C launcher, with scratch memory from Triton's allocator for the kernels
     that build tensor descriptors on the device (the Gluon kernels; checked by value above and
     in the other GPU tests, which all launch through this path from their second call on)."""
-    common._COMPILED.clear()
+    common.clear_launch_caches()
     q, k, v = (randn(2, 256, 4, 64, dtype=BF16) for _ in range(3))
     _check(True, 0.0, q, k, v)
     entries = list(common._COMPILED.values())
@@ -146,3 +162,29 @@ def test_launch_hooks_see_cached_launches():
     n = len(seen)
     flash_attn_func(q, k, v, causal=True)
     assert len(seen) == n, "the hook was called after its removal"
+
+
+@on_gpu
+def test_plain_calls_replay_their_plan():
+    """On sm_90 a plain dense call stores a plan for its forward and one for its backward; the
+    next calls with fresh data of the same layout take them (no new launch-cache entries, no
+    new plans) and stay exact; other options, or another layout, get plans of their own."""
+    if not _gluon():
+        pytest.skip("plans are stored for the Gluon kernels (sm_90)")
+    common.clear_launch_caches()
+    b, s, h, d = 2, 200, 4, 64
+    _check(True, 0.0, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
+    assert len(common._PLANS) == 2, list(common._PLANS)  # forward and backward
+    n = len(common._COMPILED)
+    for _ in range(2):
+        _check(True, 0.0, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))
+    assert len(common._PLANS) == 2 and len(common._COMPILED) == n
+    _check(False, 0.0, *(randn(b, s, h, d, dtype=BF16) for _ in range(3)))  # not causal
+    assert len(common._PLANS) == 4
+    _check(True, 0.0, *(randn(b, s + 1, h, d, dtype=BF16) for _ in range(3)))  # another length
+    assert len(common._PLANS) == 6
+    packed = randn(b, s, 3, h, d, dtype=BF16)  # q, k, v with the packed row stride
+    check_attention(lambda x: flash_attn_func(*x.unbind(2), causal=True),
+                    lambda x, upcast: attention_ref(*x.unbind(2), causal=True, upcast=upcast)[0],
+                    (packed,), names=("packed",))
+    assert len(common._PLANS) == 8

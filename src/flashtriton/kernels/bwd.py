@@ -20,8 +20,10 @@ import triton.language as tl
 
 from flashtriton.configs import AttnParams, bwd_config, gluon_bwd_config, is_interpreting
 from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, dropout_keep,
-                                        inner_ranges, launch, load_rows, mma, query_tile_program,
-                                        scores_log2, sequence_bounds, tanh, tma_ready)
+                                        ensure_allocator, find_plan, grid3, inner_ranges, launch,
+                                        load_rows, mma, plan_key, query_tile_program,
+                                        scores_log2, sequence_bounds, store_plan, tanh,
+                                        tma_ready)
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, gluon_bwd_eligible
@@ -359,6 +361,20 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
              dq.to(DQ.dtype.element_ty), mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK))
 
 
+def _run_bwd_plan(plan, do, q, k, v, o, lse):
+    """A call with a stored plan (see ``common.store_plan``): δ with dQ zeroed, then the Gluon
+    kernel, on fresh buffers, as the call that stored the plan launched them."""
+    pre_entry, pre_grid, pre_rest, entry, grid, rest = plan
+    delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
+    dq = _empty(q.shape, dtype=torch.float32, device=q.device)
+    pre_entry(pre_grid, (o, do, delta, q, dq, *pre_rest))
+    ensure_allocator()  # the Gluon kernel builds its TMA descriptors on the device
+    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
+    entry(grid, (q, k, v, do, lse, delta, dq, dk, dv, *rest))
+    return dq.to(q.dtype), dk, dv
+
+
 def _pow2_dim(d: int) -> int:
     return max(16, triton.next_power_of_2(d))
 
@@ -375,6 +391,15 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     """Launch the three backward kernels. Layouts as ``attn_fwd``; returns ``(dq, dk, dv)``
     shaped like q, k, v. ``dlse``: gradient of the returned lse, if any (dS gains ``P * dlse``,
     which is the same as subtracting it from delta)."""
+    key = None
+    if (config is None and dlse is None and attn_mask is None and alibi_slopes is None
+            and cu_seqlens_q is None and seed is None and attn_bwd_gluon is not None
+            and q.is_cuda and not is_interpreting()):
+        # a plain dense call: the plan stored by the first call like it, if any (common.py)
+        key = plan_key(params, do, q, k, v, o, lse)
+        plan = find_plan(key)
+        if plan is not None:
+            return _run_bwd_plan(plan, do, q, k, v, o, lse)
     from flashtriton.kernels.fwd import _mask_args, _slope_args
 
     varlen = cu_seqlens_q is not None
@@ -421,18 +446,23 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     cu_k = cu_seqlens_k if varlen else q
     flags = dot_flags(q.dtype, params.allow_tf32)
     pre_block = 64 if not flags["UPCAST_BF16"] and q.is_cuda else 16
-    launch(_bwd_preprocess, (cdiv(max(seqlen_q, 1), pre_block), batch * nheads),
-        o, do, delta, cu_q, dq_acc if zero_dq else delta, *strides(o), *strides(do), *sl,
-        *(strides(dq_acc) if zero_dq else (0, 0, 0)), nheads, seqlen_q,
-        HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block, IS_VARLEN=varlen,
-        ZERO_DQ=zero_dq, HEAD_DIM_QK=d, BLOCK_DQK=_pow2_dim(d))
+    pre_grid = (cdiv(max(seqlen_q, 1), pre_block), batch * nheads)
+    pre_rest = (*strides(o), *strides(do), *sl, *(strides(dq_acc) if zero_dq else (0, 0, 0)),
+                nheads, seqlen_q)
+    pre_entry = launch(_bwd_preprocess, pre_grid, o, do, delta, cu_q,
+                       dq_acc if zero_dq else delta, *pre_rest,
+                       HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block,
+                       IS_VARLEN=varlen, ZERO_DQ=zero_dq, HEAD_DIM_QK=d, BLOCK_DQK=_pow2_dim(d))
     if dlse is not None:
         delta = delta - torch.where(torch.isinf(lse), 0.0, dlse.float())
     if gluon:
+        record = [] if key is not None and pre_entry is not None else None
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
                                     persistent=cfg.persistent, defer_dq=cfg.defer_dq,
-                                    dq=dq_acc)
+                                    dq=dq_acc, record=record)
+        if record:
+            store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0]))
         return dq.to(q.dtype), dk, dv
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
     dq = dq_acc if fused else _empty(q.shape, dtype=q.dtype, device=q.device)

@@ -42,7 +42,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
-from flashtriton.kernels.common import cdiv, ensure_allocator, launch, num_sms, tma_ready
+from flashtriton.kernels.common import (cdiv, ensure_allocator, grid3, launch, num_sms,
+                                        tma_ready)
 from flashtriton.kernels.fwd_gluon import _snake, gluon_eligible
 
 _empty = torch.empty
@@ -417,7 +418,7 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
-                   persistent: bool = False, defer_dq: bool = False, dq=None):
+                   persistent: bool = False, defer_dq: bool = False, dq=None, record=None):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
@@ -425,7 +426,9 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     ``defer_dq`` (split dQ only): a step's dQ product is issued in the next step, so neither
     warpgroup waits for the other's dSᵀ of the step it has just computed. ``dq``: the float32
     accumulator, already zeroed (``kernels.bwd`` zeroes it in its preprocess launch); by
-    default a fresh zeroed one. Returns (dq float32, dk, dv)."""
+    default a fresh zeroed one. ``record``: a list to append the launch's cached entry, its
+    grid and the arguments after the nine tensors to (for a call plan, see
+    ``common.store_plan``). Returns (dq float32, dk, dv)."""
     if defer_dq and not split_dq:
         raise ValueError("attn_bwd_gluon: defer_dq needs split_dq (only split dQ waits for the "
                          "other warpgroup's dS)")
@@ -450,11 +453,12 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *dq.stride()[:2], *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
-    launch(_attn_bwd_ws, grid,
-           q, k, v, do, lse, delta, dq, dk, dv, *strides, batch, nheads, nheads // nheads_k,
-           seqlen_q, seqlen_k, shift, params.softmax_scale * LOG2E, params.softmax_scale,
-           1 if causal else 0, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2,
-           STAGES=num_stages, CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
-           CONSUMER_WARPS=num_warps,
-           num_warps=4, maxnreg=maxnreg)
+    rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+            params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
+    entry = launch(_attn_bwd_ws, grid, q, k, v, do, lse, delta, dq, dk, dv, *rest,
+                   HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages,
+                   CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
+                   CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
+    if record is not None and entry is not None:
+        record.append((entry, grid3(grid), rest))
     return dq, dk, dv

@@ -114,31 +114,87 @@ def direct_launcher(compiled, tail: tuple):
     return _DirectLaunch(compiled, tail)
 
 
-def launch(kernel, grid: tuple, *args, **kwargs) -> None:
+def launch(kernel, grid: tuple, *args, **kwargs):
     """``kernel[grid](*args, **kwargs)`` (positional kernel arguments, keyword constexprs and
     launch options). The first call with a given key compiles or finds the kernel through
     Triton; later calls launch the compiled kernel without Triton's per-call dispatch (see
     ``_COMPILED``). Under the interpreter, for kernels wrapped by ``triton.heuristics`` or
     ``triton.autotune`` (whose wrappers add arguments per call), and whenever Triton returns no
-    compiled kernel, every call takes Triton's own path."""
+    compiled kernel, every call takes Triton's own path.
+
+    Returns the cached entry, ``entry(grid3, args)``, that launches this kernel for these
+    argument keys (what a call plan keeps, see ``store_plan``), or None where calls take
+    Triton's path."""
     if is_interpreting() or not isinstance(kernel, JITFunction):
         kernel[grid](*args, **kwargs)
-        return
+        return None
     key = (kernel, driver.active.get_current_device(),
            *[a if type(a) is int else _arg_key(a) for a in args], *kwargs.items())
     entry = _COMPILED.get(key)
     if entry is not None:
-        entry(grid + (1, 1) if len(grid) == 1 else grid + (1,) if len(grid) == 2 else grid, args)
-        return
+        entry(grid3(grid), args)
+        return entry
     compiled = kernel[grid](*args, **kwargs)
     if compiled is None or not hasattr(compiled, "__getitem__"):
-        return
+        return None
     if len(_COMPILED) >= _COMPILED_MAX:
-        _COMPILED.clear()
+        clear_launch_caches()
     # the compiled kernel takes every parameter in signature order, constexprs included
     names = kernel.arg_names[len(args):]
     defaults = {p.name: p.default for p in kernel.params}
-    _COMPILED[key] = direct_launcher(compiled, tuple(kwargs.get(n, defaults[n]) for n in names))
+    entry = direct_launcher(compiled, tuple(kwargs.get(n, defaults[n]) for n in names))
+    _COMPILED[key] = entry
+    return entry
+
+
+def grid3(grid: tuple) -> tuple:
+    """A launch grid with its three dimensions (the compiled kernel reads all three)."""
+    return grid + (1, 1) if len(grid) == 1 else grid + (1,) if len(grid) == 2 else grid
+
+
+# ----------------------------------------------------------------------------- call plans
+# What ``launch`` saves per kernel, a plan saves per call: the dense Gluon forward and backward
+# record, on a call's first run, the cached launch entries and every argument that is not one of
+# the call's own tensors or a buffer allocated fresh for it. Later calls whose tensors agree in
+# everything the recorded arguments were derived from (``tensor_key``: shapes, strides, dtypes,
+# 16-byte alignment; plus the options and the current device) allocate their outputs and
+# launch, skipping the configuration lookup, the eligibility checks, the argument lists and the
+# launch keys. ``PLANS["enabled"] = False`` turns them off (``scripts/host_probe.py
+# --compare-plans`` measures the difference).
+_PLANS: dict = {}
+PLANS = {"enabled": True}
+
+
+def tensor_key(*tensors) -> tuple:
+    """Everything a plan's recorded launch arguments can depend on, of each tensor: shape,
+    strides, dtype, 16-byte alignment. (A fresh allocation of a given shape and dtype always has
+    the same strides and is aligned, so only the call's own tensors are keyed; the device is
+    the current one, in ``plan_key``.)"""
+    return tuple([(t.shape, t.stride(), t.dtype, t.data_ptr() & 15 == 0) for t in tensors])
+
+
+def plan_key(params, *tensors) -> tuple:
+    return (params, driver.active.get_current_device(), tensor_key(*tensors))
+
+
+def find_plan(key):
+    return _PLANS.get(key) if PLANS["enabled"] else None
+
+
+def store_plan(key, plan) -> None:
+    """Keep ``plan`` for ``key`` (bounded like ``_COMPILED``)."""
+    if not PLANS["enabled"]:
+        return
+    if len(_PLANS) >= _COMPILED_MAX:
+        _PLANS.clear()
+    _PLANS[key] = plan
+
+
+def clear_launch_caches() -> None:
+    """Forget every cached launch entry and call plan (the next call of each key goes through
+    Triton again)."""
+    _COMPILED.clear()
+    _PLANS.clear()
 
 
 def _torch_allocator(size: int, alignment: int, stream):

@@ -16,16 +16,17 @@ import triton.language as tl
 from flashtriton.configs import AttnParams, fwd_config, gluon_fwd_config
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
-    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible, run_fwd_plan
 except ImportError:  # an older Triton: the tl kernel everywhere
     def gluon_eligible(*args) -> bool:
         return False
 
-    attn_fwd_gluon = None
+    attn_fwd_gluon = run_fwd_plan = None
 from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, dropout_keep,
-                                        inner_ranges, is_interpreting, launch, mma,
-                                        query_tile_program, scores_log2, sequence_bounds,
-                                        softmax_step, softmax_step_fused, tma_ready)
+                                        find_plan, inner_ranges, is_interpreting, launch, mma,
+                                        plan_key, query_tile_program, scores_log2,
+                                        sequence_bounds, softmax_step, softmax_step_fused,
+                                        tma_ready)
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -227,6 +228,15 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     lse float32 (B, H, Sq) or (H, total_q). ``seed``: int64 tensor of one element on q's device,
     needed when ``params.dropout_p > 0``. float8_e4m3fn inputs: ``descale`` is a float32 tensor
     (q, k, v descales) on q's device, and o is bfloat16."""
+    key = None
+    if (config is None and attn_mask is None and alibi_slopes is None and cu_seqlens_q is None
+            and descale is None and run_fwd_plan is not None and q.is_cuda
+            and not is_interpreting()):
+        # a plain dense call: the plan stored by the first call like it, if any (common.py)
+        key = plan_key(params, q, k, v)
+        plan = find_plan(key)
+        if plan is not None:
+            return run_fwd_plan(plan, q, k, v)
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
     head_dim = max(q.shape[-1], v.shape[-1])
@@ -235,7 +245,8 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     if cfg is not None and cfg.gluon and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes,
                                                         varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
-                              cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order)
+                              cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order,
+                              plan_key=key)
     if cfg is None or cfg.gluon:  # a call the Gluon kernel does not cover: the tuned tl config
         cfg = fwd_config(q.dtype, head_dim, params.has_right, dropout)
     if varlen:

@@ -31,8 +31,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.schedule import HEAD_MAJOR, ROW_MAJOR, causal_fwd_order
-from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, is_interpreting,
-                                        launch, num_sms, tma_ready)
+from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
+                                        is_interpreting, launch, num_sms, store_plan, tma_ready)
 
 _empty = torch.empty
 
@@ -602,13 +602,14 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
-                   tile_order: str | None = None):
+                   tile_order: str | None = None, plan_key=None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings. ``persistent``: one
     program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
     ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
-    ``causal_fwd_order`` models as balanced.
+    ``causal_fwd_order`` models as balanced. ``plan_key``: store this call's launch as a plan
+    under that key (``common.plan_key``; the caller checks that the call is plain enough).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -640,11 +641,24 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
             order = (causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads, block_m,
                                       block_n, programs)
                      if tile_order is None else ROW_MAJOR if tile_order == "row" else HEAD_MAJOR)
-        launch(_attn_fwd_persistent, (programs,),
-               q, k, v, o, lse, *strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
-               shift, params.softmax_scale * LOG2E, order, **meta)
+        kernel, grid = _attn_fwd_persistent, (programs,)
+        rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+                params.softmax_scale * LOG2E, order)
     else:
-        launch(_attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads),
-               q, k, v, o, lse, *strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-               params.softmax_scale * LOG2E, **meta)
+        kernel, grid = _attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads)
+        rest = (*strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+                params.softmax_scale * LOG2E)
+    entry = launch(kernel, grid, q, k, v, o, lse, *rest, **meta)
+    if plan_key is not None and entry is not None:
+        store_plan(plan_key, (entry, grid3(grid), o.shape, lse.shape, rest))
+    return o, lse
+
+
+def run_fwd_plan(plan, q, k, v):
+    """A call with a stored plan (see ``common.store_plan``): fresh o and lse, one launch."""
+    entry, grid, o_shape, lse_shape, rest = plan
+    ensure_allocator()
+    o = _empty(o_shape, dtype=q.dtype, device=q.device)
+    lse = _empty(lse_shape, dtype=torch.float32, device=q.device)
+    entry(grid, (q, k, v, o, lse, *rest))
     return o, lse
