@@ -361,17 +361,17 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
              dq.to(DQ.dtype.element_ty), mask=mask_m[:, None] & (offs_dqk[None, :] < HEAD_DIM_QK))
 
 
-def _run_bwd_plan(plan, do, q, k, v, o, lse):
+def _run_bwd_plan(plan, do, q, k, v, o, lse, device: int):
     """A call with a stored plan (see ``common.store_plan``): δ with dQ zeroed, then the Gluon
     kernel, on fresh buffers, as the call that stored the plan launched them."""
     pre_entry, pre_grid, pre_rest, entry, grid, rest = plan
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
     dq = _empty(q.shape, dtype=torch.float32, device=q.device)
-    pre_entry(pre_grid, (o, do, delta, q, dq, *pre_rest))
+    pre_entry(pre_grid, (o, do, delta, q, dq, *pre_rest), device)
     ensure_allocator()  # the Gluon kernel builds its TMA descriptors on the device
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
-    entry(grid, (q, k, v, do, lse, delta, dq, dk, dv, *rest))
+    entry(grid, (q, k, v, do, lse, delta, dq, dk, dv, *rest), device)
     return dq.to(q.dtype), dk, dv
 
 
@@ -399,7 +399,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         key = plan_key(params, do, q, k, v, o, lse)
         plan = find_plan(key)
         if plan is not None:
-            return _run_bwd_plan(plan, do, q, k, v, o, lse)
+            return _run_bwd_plan(plan, do, q, k, v, o, lse, key[1])
     from flashtriton.kernels.fwd import _mask_args, _slope_args
 
     varlen = cu_seqlens_q is not None

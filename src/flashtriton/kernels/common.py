@@ -80,11 +80,13 @@ class _DirectLaunch:
         self.flags = (run.launch_cooperative_grid, run.launch_pdl)
         self.scratch = (run.global_scratch_size * run.num_ctas, run.global_scratch_align)
 
-    def __call__(self, grid: tuple, args: tuple) -> None:
+    def __call__(self, grid: tuple, args: tuple, device: int) -> None:
+        """Launch on ``device``'s current stream (``device``: the current device, which the
+        caller has already looked up for its cache key)."""
         if _hooks_installed():
             self.compiled[grid](*args, *self.tail)
             return
-        stream = driver.active.get_current_stream(driver.active.get_current_device())
+        stream = driver.active.get_current_stream(device)
         size, align = self.scratch
         scratch = (_allocation._allocator.get()(size * grid[0] * grid[1] * grid[2], align, stream)
                    if size else None)
@@ -110,7 +112,7 @@ def direct_launcher(compiled, tail: tuple):
         and getattr(run, "profile_scratch_size", 1) == 0
         and hasattr(compiled, "packed_metadata") and hasattr(compiled, "function"))
     if not known:
-        return lambda grid, args: compiled[grid](*args, *tail)
+        return lambda grid, args, device: compiled[grid](*args, *tail)
     return _DirectLaunch(compiled, tail)
 
 
@@ -122,17 +124,18 @@ def launch(kernel, grid: tuple, *args, **kwargs):
     ``triton.autotune`` (whose wrappers add arguments per call), and whenever Triton returns no
     compiled kernel, every call takes Triton's own path.
 
-    Returns the cached entry, ``entry(grid3, args)``, that launches this kernel for these
+    Returns the cached entry, ``entry(grid3, args, device)``, that launches this kernel for these
     argument keys (what a call plan keeps, see ``store_plan``), or None where calls take
     Triton's path."""
     if is_interpreting() or not isinstance(kernel, JITFunction):
         kernel[grid](*args, **kwargs)
         return None
-    key = (kernel, driver.active.get_current_device(),
-           *[a if type(a) is int else _arg_key(a) for a in args], *kwargs.items())
+    device = driver.active.get_current_device()
+    key = (kernel, device, *[a if type(a) is int else _arg_key(a) for a in args],
+           *kwargs.items())
     entry = _COMPILED.get(key)
     if entry is not None:
-        entry(grid3(grid), args)
+        entry(grid3(grid), args, device)
         return entry
     compiled = kernel[grid](*args, **kwargs)
     if compiled is None or not hasattr(compiled, "__getitem__"):
@@ -174,6 +177,8 @@ def tensor_key(*tensors) -> tuple:
 
 
 def plan_key(params, *tensors) -> tuple:
+    """(options, current device, ``tensor_key``): the device is ``key[1]``, for the plan's
+    launches."""
     return (params, driver.active.get_current_device(), tensor_key(*tensors))
 
 

@@ -236,7 +236,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
         key = plan_key(params, q, k, v)
         plan = find_plan(key)
         if plan is not None:
-            return run_fwd_plan(plan, q, k, v)
+            return run_fwd_plan(plan, q, k, v, key[1])
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
     head_dim = max(q.shape[-1], v.shape[-1])

@@ -654,11 +654,11 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     return o, lse
 
 
-def run_fwd_plan(plan, q, k, v):
+def run_fwd_plan(plan, q, k, v, device: int):
     """A call with a stored plan (see ``common.store_plan``): fresh o and lse, one launch."""
     entry, grid, o_shape, lse_shape, rest = plan
     ensure_allocator()
     o = _empty(o_shape, dtype=q.dtype, device=q.device)
     lse = _empty(lse_shape, dtype=torch.float32, device=q.device)
-    entry(grid, (q, k, v, o, lse, *rest))
+    entry(grid, (q, k, v, o, lse, *rest), device)
     return o, lse
