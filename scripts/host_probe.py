@@ -12,7 +12,7 @@ its work: the wall time per call is pure host time. The problems are the bench's
 record the offsets (µs from the call's start) at which it is entered (L:name) and returns (E).
 Prints medians over ``--calls`` calls, flashtriton next to sdpa_cudnn. (``launch_overhead.py``
 times each layer of the forward call instead.) ``--compare-plans``: flashtriton only, with its
-call plans (``kernels/common.py``) off and on, alternating in one process.
+call plans (``kernels/common.py``) off and on, call by call.
 """
 
 import argparse
@@ -42,8 +42,9 @@ def _wrap_launches():
 
     def timed(kernel, grid, *args, **kwargs):
         _stamps.append(("L:" + getattr(kernel, "__name__", str(kernel))[:22], time.perf_counter()))
-        original(kernel, grid, *args, **kwargs)
+        entry = original(kernel, grid, *args, **kwargs)
         _stamps.append(("E", time.perf_counter()))
+        return entry  # what a call plan keeps (kernels/common.py)
 
     for module in (fwd, bwd, fwd_gluon, bwd_gluon):
         if hasattr(module, "launch"):
@@ -61,27 +62,38 @@ def median_offsets(calls: list[tuple[float, list[tuple[str, float]]]]) -> list[t
 
 
 def measure(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int,
-            calls: int) -> tuple[float, list]:
+            calls: int, alternate_plans: bool = False) -> list[tuple[str, float, list]]:
+    """[(label, median host µs per call, median launch offsets)]: one entry, or with
+    ``alternate_plans`` two ("plans off", "plans on"), their calls interleaved one by one so
+    that the host's drift affects both alike."""
+    from flashtriton.kernels import common
     problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
                       torch.bfloat16)
     runner = PROVIDERS[provider].setup(problem, make_inputs(problem))
+    sides = ["plans off", "plans on"] if alternate_plans else [""]
+    walls: dict = {side: [] for side in sides}
+    stamped: dict = {side: [] for side in sides}
     with runner.context():
         fn = runner.callable_for(pass_name)
-        for _ in range(5):  # compile, fill the caches
+        for _ in range(5):  # compile, fill the caches (and store the plan)
             runner.clear_grads()
             fn()
         torch.cuda.synchronize()
         torch.cuda._sleep(1_000_000_000)  # ~0.5 s: the queue never runs dry
-        walls, stamped = [], []
-        for _ in range(calls):
+        for i in range(calls * len(sides)):
+            side = sides[i % len(sides)]
+            if alternate_plans:
+                common.PLANS["enabled"] = side == "plans on"
             _stamps.clear()
             start = time.perf_counter()
             runner.clear_grads()
             fn()
-            walls.append((time.perf_counter() - start) * 1e6)
-            stamped.append((start, list(_stamps)))
+            walls[side].append((time.perf_counter() - start) * 1e6)
+            stamped[side].append((start, list(_stamps)))
         torch.cuda.synchronize()
-    return statistics.median(walls), median_offsets(stamped)
+    common.PLANS["enabled"] = True
+    return [(side, statistics.median(walls[side]), median_offsets(stamped[side]))
+            for side in sides]
 
 
 def main():
@@ -94,19 +106,18 @@ def main():
     _wrap_launches()
     from flashtriton.kernels import common
 
-    sides = ([("plans off", "flashtriton", False), ("plans on", "flashtriton", True)]
-             if args.compare_plans else [("", "flashtriton", True), ("", "sdpa_cudnn", True)])
+    providers = ["flashtriton"] if args.compare_plans else ["flashtriton", "sdpa_cudnn"]
     for _ in range(args.repeats):
         for pass_name, headdim, causal in PROBLEMS:
-            for label, provider, plans in sides:
-                common.PLANS["enabled"] = plans
+            for provider in providers:
                 common.clear_launch_caches()
-                host, offsets = measure(provider, pass_name, headdim, causal, args.seqlen,
-                                        args.calls)
-                marks = " ".join(f"{mark}@{us:.0f}" for mark, us in offsets)
-                print(f"{provider:12s} {pass_name} d{headdim} {'causal' if causal else 'full  '}"
-                      f"{' ' + label if label else ''}: host {host:6.1f} us/call  {marks}",
-                      flush=True)
+                for label, host, offsets in measure(provider, pass_name, headdim, causal,
+                                                    args.seqlen, args.calls,
+                                                    args.compare_plans):
+                    marks = " ".join(f"{mark}@{us:.0f}" for mark, us in offsets)
+                    print(f"{provider:12s} {pass_name} d{headdim} "
+                          f"{'causal' if causal else 'full  '}{' ' + label if label else ''}: "
+                          f"host {host:6.1f} us/call  {marks}", flush=True)
 
 
 if __name__ == "__main__":

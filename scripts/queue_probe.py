@@ -1,0 +1,108 @@
+"""Is a pass's benchmark time its GPU work, or does the GPU wait for the host?
+
+    PYTHONPATH=src python3 scripts/queue_probe.py [--seqlen 1024] [--iters 100] [--out FILE]
+
+For each (provider, problem), with the benchmark's problem and call (batch·seqlen = 16384
+tokens, 2048 hidden, bf16; ``flashtriton.bench.providers``), after the bench's 1 s GPU warm-up:
+
+- ``do_bench``: the bench's own timing (median of ``triton.testing.do_bench``, 100 ms);
+- ``loop``: do_bench's timed loop written out (gradients to None, L2 clear, event, call, event),
+  ``--iters`` times: the median GPU time between the events, the median host time per
+  iteration;
+- ``ahead``: the same loop with a sleep kernel queued first, long enough that the host finishes
+  enqueueing every iteration before the GPU reaches the first: GPU time only, however slow the
+  host.
+
+``loop`` above ``ahead`` by the GPU idle per iteration: the host is the bottleneck. flashtriton
+runs with its call plans on and off (``kernels/common.py``).
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
+from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
+
+PROBLEMS = [("bwd", 128, False), ("bwd", 64, False), ("fwd", 64, True), ("fwd", 128, False)]
+
+
+def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float]:
+    """(median GPU µs between the events, median host µs per iteration)."""
+    from triton.runtime import driver
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    torch.cuda.synchronize()
+    if ahead:  # ~2 ms per iteration of sleep (1.98 GHz): the host never catches up
+        torch.cuda._sleep(int(iters * 2e-3 * 1.98e9))
+    host = []
+    for i in range(iters):
+        t0 = time.perf_counter()
+        if leaves:
+            for t in leaves:
+                t.grad = None
+        driver.active.clear_cache(cache)
+        starts[i].record()
+        fn()
+        ends[i].record()
+        host.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    gpu = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+    return statistics.median(gpu), statistics.median(host)
+
+
+def probe(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int,
+          iters: int) -> dict:
+    import triton.testing
+    from triton.runtime import driver
+    problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
+                      torch.bfloat16)
+    runner = PROVIDERS[provider].setup(problem, make_inputs(problem))
+    cache = driver.active.get_empty_cache_for_benchmark()
+    with runner.context():
+        fn = runner.callable_for(pass_name)
+        leaves = None if pass_name == "fwd" else list(runner.leaves)
+        row = {"provider": provider, "pass": pass_name, "headdim": headdim, "causal": causal,
+               "seqlen": seqlen}
+        row["do_bench_us"] = 1e3 * triton.testing.do_bench(
+            fn, warmup=GPU_WARMUP_MS, rep=100, grad_to_none=leaves, return_mode="median")
+        row["loop_gpu_us"], row["loop_host_us"] = timed_loop(fn, leaves, cache, iters, False)
+        row["ahead_gpu_us"], row["ahead_host_us"] = timed_loop(fn, leaves, cache, iters, True)
+    runner.clear_grads()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seqlen", type=int, default=1024)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    from flashtriton.kernels import common
+    sides = [("flashtriton", True), ("flashtriton", False), ("sdpa_cudnn", True)]
+    rows = []
+    print(f"{'provider':22s} {'problem':16s} {'do_bench':>9s} {'loop GPU':>9s} {'host':>7s} "
+          f"{'ahead GPU':>9s} {'host':>7s}  (µs per call)")
+    for pass_name, headdim, causal in PROBLEMS:
+        for provider, plans in sides:
+            if hasattr(common, "PLANS"):
+                common.PLANS["enabled"] = plans
+            row = probe(provider, pass_name, headdim, causal, args.seqlen, args.iters)
+            row["plans"] = plans
+            rows.append(row)
+            name = provider + ("" if provider != "flashtriton" else
+                               " plans " + ("on" if plans else "off"))
+            print(f"{name:22s} {pass_name} d{headdim} {'causal' if causal else 'full':6s}   "
+                  f"{row['do_bench_us']:9.1f} {row['loop_gpu_us']:9.1f} "
+                  f"{row['loop_host_us']:7.1f} {row['ahead_gpu_us']:9.1f} "
+                  f"{row['ahead_host_us']:7.1f}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
