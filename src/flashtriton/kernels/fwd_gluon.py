@@ -42,9 +42,11 @@ def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
                  s_layout: gl.constexpr):
     """Raw scores with the keys past the sequence or right of a row's diagonal (``key <= row +
     shift``) set to -inf, before ``_softmax_block``."""
-    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    keep = ((gl.expand_dims(offs_n, 0) < seqlen_k)
-            & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1) + shift))
+    # one comparison per score: a row keeps the tile's columns up to its last visible key,
+    # min(row + shift, seqlen_k - 1), counted from the tile's first key
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    last = gl.minimum(offs_m + shift, seqlen_k - 1) - start_n
+    keep = gl.expand_dims(cols, 0) <= gl.expand_dims(last, 1)
     return gl.where(keep, s, float("-inf"))
 
 
