@@ -15,6 +15,10 @@ tokens, 2048 hidden, bf16; ``flashtriton.bench.providers``), after the bench's 1
 
 ``loop`` above ``ahead`` by the GPU idle per iteration: the host is the bottleneck. flashtriton
 runs with its call plans on and off (``kernels/common.py``).
+
+``--rounds N``: instead, flashtriton and sdpa_cudnn set up side by side and warmed up once,
+then timed in turn, N rounds of ``do_bench`` (``--round-ms`` each): how much one provider's
+median moves between rounds, and whether the two move together.
 """
 
 import argparse
@@ -75,12 +79,56 @@ def probe(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int
     return row
 
 
+def rounds(pass_name: str, headdim: int, causal: bool, seqlen: int, n: int,
+           round_ms: int) -> dict:
+    """Per-round do_bench medians (µs) of flashtriton and sdpa_cudnn, timed in turn."""
+    import triton.testing
+    problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
+                      torch.bfloat16)
+    inputs = make_inputs(problem)
+    names = ["flashtriton", "sdpa_cudnn"]
+    runners = [PROVIDERS[name].setup(problem, inputs) for name in names]
+    calls = []
+    for runner in runners:
+        with runner.context():
+            calls.append((runner.callable_for(pass_name),
+                          None if pass_name == "fwd" else list(runner.leaves)))
+    times: dict = {name: [] for name in names}
+    for r in range(n):
+        for name, runner, (fn, leaves) in zip(names, runners, calls):
+            with runner.context():
+                times[name].append(1e3 * triton.testing.do_bench(
+                    fn, warmup=GPU_WARMUP_MS if r == 0 else 1, rep=round_ms,
+                    grad_to_none=leaves, return_mode="median"))
+    return {"pass": pass_name, "headdim": headdim, "causal": causal, "seqlen": seqlen,
+            "round_ms": round_ms, "us": times}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seqlen", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=0)
+    ap.add_argument("--round-ms", type=int, default=20)
     args = ap.parse_args()
+    if args.rounds:
+        out = []
+        for pass_name, headdim, causal in PROBLEMS:
+            row = rounds(pass_name, headdim, causal, args.seqlen, args.rounds, args.round_ms)
+            out.append(row)
+            ours, cudnn = row["us"]["flashtriton"], row["us"]["sdpa_cudnn"]
+            ratios = [c / o for o, c in zip(ours, cudnn)]
+            print(f"{pass_name} d{headdim} {'causal' if causal else 'full'}: flashtriton "
+                  f"{min(ours):.0f}-{max(ours):.0f} (median {statistics.median(ours):.0f}), "
+                  f"cuDNN {min(cudnn):.0f}-{max(cudnn):.0f} "
+                  f"(median {statistics.median(cudnn):.0f}) µs; speed-up per round "
+                  f"{min(ratios):.3f}-{max(ratios):.3f}, of the medians "
+                  f"{statistics.median(cudnn) / statistics.median(ours):.3f}", flush=True)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"rounds": out}, f, indent=1)
+        return
     from flashtriton.kernels import common
     sides = [("flashtriton", True), ("flashtriton", False), ("sdpa_cudnn", True)]
     rows = []
