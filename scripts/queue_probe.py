@@ -125,9 +125,7 @@ def main():
                   f"(median {statistics.median(cudnn):.0f}) µs; speed-up per round "
                   f"{min(ratios):.3f}-{max(ratios):.3f}, of the medians "
                   f"{statistics.median(cudnn) / statistics.median(ours):.3f}", flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"rounds": out}, f, indent=1)
+        write_json(args.out, {"rounds": out})
         return
     from flashtriton.kernels import common
     sides = [("flashtriton", True), ("flashtriton", False), ("sdpa_cudnn", True)]
@@ -147,9 +145,13 @@ def main():
                   f"{row['do_bench_us']:9.1f} {row['loop_gpu_us']:9.1f} "
                   f"{row['loop_host_us']:7.1f} {row['ahead_gpu_us']:9.1f} "
                   f"{row['ahead_host_us']:7.1f}", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
+    write_json(args.out, {"rows": rows})
+
+
+def write_json(path: str | None, payload: dict) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(payload, f, indent=1)
 
 
 if __name__ == "__main__":
