@@ -15,8 +15,10 @@ end and the next one's start) is charged to the kernel that waited for it, so th
 before`` column says at which launch the time is lost.
 
 ``--clear-l2``: clear the L2 before every call, as ``do_bench`` does. The clear is then listed as
-a kernel, and the idle before the pass's first kernel is the host time that the bench sees
-(``scripts/host_probe.py`` measures the host side itself).
+a kernel. The idle before the pass's first kernel is NOT the bench's: torch.profiler slows the
+host 1.5-3x, enough to leave the GPU waiting for it, where in ``do_bench``'s loop the host runs
+ahead (``scripts/queue_probe.py`` measures that loop; ``scripts/host_probe.py`` the host side
+itself). Read the kernel times here, and the idle only between one call's kernels.
 """
 
 import argparse
@@ -88,8 +90,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--clear-l2", action="store_true",
                     help="clear the L2 before each call, as do_bench does (the clear is listed "
-                         "as a kernel; the idle before the pass's first kernel is then the "
-                         "host time the bench sees)")
+                         "as a kernel; the profiler's own host overhead shows as idle before "
+                         "the pass's first kernel)")
     ap.add_argument("--out", default=None, help="JSON file for the table")
     args = ap.parse_args()
     if args.iters < 1:
