@@ -56,6 +56,29 @@ def test_plan_key_separates_what_the_recorded_arguments_depend_on():
     assert len(tensor_key(a, a, a)) == 3
 
 
+def test_may_plan_spares_calls_that_cannot_have_a_plan(monkeypatch):
+    """Only 16-bit calls on sm_90 without dropout or softcap, with plans enabled, compute a plan
+    key (the Gluon kernels' calls); here the device is made to look like an sm_90 GPU."""
+    from flashtriton.configs import make_params
+
+    monkeypatch.setattr(common, "cuda_major", lambda device: 9)
+    monkeypatch.setattr(common, "is_interpreting", lambda: False)
+    q = torch.empty(1, 8, 2, 64, dtype=BF16)
+    plain = make_params(64, causal=True)
+    assert common.may_plan(q, plain) and common.may_plan(q.half(), plain)
+    assert not common.may_plan(q.float(), plain)
+    assert not common.may_plan(q, make_params(64, dropout_p=0.1))
+    assert not common.may_plan(q, make_params(64, softcap=5.0))
+    monkeypatch.setattr(common, "cuda_major", lambda device: 8)
+    assert not common.may_plan(q, plain)
+    monkeypatch.setattr(common, "cuda_major", lambda device: 9)
+    monkeypatch.setitem(common.PLANS, "enabled", False)
+    assert not common.may_plan(q, plain)
+    monkeypatch.setitem(common.PLANS, "enabled", True)
+    monkeypatch.setattr(common, "is_interpreting", lambda: True)
+    assert not common.may_plan(q, plain)
+
+
 def _gluon():
     return torch.cuda.get_device_capability()[0] == 9
 

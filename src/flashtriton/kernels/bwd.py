@@ -21,7 +21,7 @@ import triton.language as tl
 from flashtriton.configs import AttnParams, bwd_config, gluon_bwd_config, is_interpreting
 from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, dropout_keep,
                                         ensure_allocator, find_plan, grid3, inner_ranges, launch,
-                                        load_rows, mma, plan_key, query_tile_program,
+                                        load_rows, may_plan, mma, plan_key, query_tile_program,
                                         scores_log2, sequence_bounds, store_plan, tanh,
                                         tma_ready)
 
@@ -394,7 +394,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     key = None
     if (config is None and dlse is None and attn_mask is None and alibi_slopes is None
             and cu_seqlens_q is None and seed is None and attn_bwd_gluon is not None
-            and q.is_cuda and not is_interpreting()):
+            and may_plan(q, params)):
         # a plain dense call: the plan stored by the first call like it, if any (common.py)
         key = plan_key(params, do, q, k, v, o, lse)
         plan = find_plan(key)

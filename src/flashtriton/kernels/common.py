@@ -168,6 +168,16 @@ _PLANS: dict = {}
 PLANS = {"enabled": True}
 
 
+def may_plan(q, params) -> bool:
+    """Can this call have a plan at all? Plans are stored for the Gluon kernels only (16-bit
+    inputs on sm_90, no dropout or softcap: ``gluon_eligible``) and while ``PLANS`` is enabled.
+    Every other call (another GPU, float32, float8, dropout, ...) is spared ``plan_key``, about
+    10 µs of host time that could never find a plan."""
+    return (PLANS["enabled"] and q.dtype in (torch.float16, torch.bfloat16)
+            and params.dropout_p == 0 and params.softcap == 0 and not is_interpreting()
+            and cuda_major(q.device) == 9)
+
+
 def tensor_key(*tensors) -> tuple:
     """Everything a plan's recorded launch arguments can depend on, of each tensor: shape,
     strides, dtype, 16-byte alignment. (A fresh allocation of a given shape and dtype always has

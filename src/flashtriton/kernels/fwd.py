@@ -23,8 +23,8 @@ except ImportError:  # an older Triton: the tl kernel everywhere
 
     attn_fwd_gluon = run_fwd_plan = None
 from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, dropout_keep,
-                                        find_plan, inner_ranges, is_interpreting, launch, mma,
-                                        plan_key, query_tile_program, scores_log2,
+                                        find_plan, inner_ranges, is_interpreting, launch,
+                                        may_plan, mma, plan_key, query_tile_program, scores_log2,
                                         sequence_bounds, softmax_step, softmax_step_fused,
                                         tma_ready)
 
@@ -230,8 +230,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     (q, k, v descales) on q's device, and o is bfloat16."""
     key = None
     if (config is None and attn_mask is None and alibi_slopes is None and cu_seqlens_q is None
-            and descale is None and run_fwd_plan is not None and q.is_cuda
-            and not is_interpreting()):
+            and descale is None and run_fwd_plan is not None and may_plan(q, params)):
         # a plain dense call: the plan stored by the first call like it, if any (common.py)
         key = plan_key(params, q, k, v)
         plan = find_plan(key)
