@@ -135,6 +135,73 @@ def test_warmup_defaults_per_device_and_bad_budgets_are_refused(capsys):
     assert "--warmup-ms must be >= 0" in capsys.readouterr().out
 
 
+def test_rounds_budget_and_bad_values(capsys):
+    timing = harness.make_timing("cuda", None, 100, 4)
+    assert timing == harness.Timing("cuda", 1000, 100, 4)
+    assert (timing.for_round(0).warmup_ms, timing.for_round(0).rep_ms) == (1000, 25)
+    assert (timing.for_round(3).warmup_ms, timing.for_round(3).rep_ms) == (harness.ROUND_WARMUP_MS, 25)
+    one = harness.make_timing("cpu", 5, 10)
+    assert one.rounds == 1 and one.for_round(0) is one
+    with pytest.raises(ValueError, match="--rounds"):
+        harness.make_timing("cpu", 5, 10, 0)
+    assert harness.run_cli(parse(*TINY, "--providers", "naive", "--rounds", "0")) == 2
+    assert "--rounds must be >= 1" in capsys.readouterr().out
+    assert harness.run_cli(parse("--decode", "--rounds", "2", "--device", "cpu", "--plain")) == 2
+    assert "not to --decode" in capsys.readouterr().out
+
+
+def _logged(name: str, log: list):
+    """The naive provider, logging each forward call under ``name``."""
+    def setup(problem, inputs):
+        runner = setup_naive(problem, inputs)
+        forward = runner.forward
+
+        def logged_forward():
+            log.append(name)
+            return forward()
+
+        runner.forward = logged_forward
+        return runner
+    return Provider(name, name, setup)
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_rounds_interleave_the_providers(rounds):
+    """One round: each provider checked and timed before the next is set up (two runs of calls).
+    Several: both checked first, then timed in turn every round; a row is the median of its
+    rounds, each listed."""
+    log: list = []
+    spec = harness.GridSpec(**{**TINY_SPEC.__dict__, "causal": (False,), "passes": ("fwd", "bwd")})
+    timing = harness.Timing("cpu", warmup_ms=1, rep_ms=3, rounds=rounds)
+    rows = harness.run_benchmark(spec, [_logged("a", log), _logged("b", log)], timing)
+    assert [(r["provider"], r["pass"]) for r in rows] == [("a", "fwd"), ("a", "bwd"),
+                                                          ("b", "fwd"), ("b", "bwd")]
+    segments = [name for i, name in enumerate(log) if i == 0 or log[i - 1] != name]
+    assert segments == (["a", "b"] if rounds == 1 else ["a", "b"] * (rounds + 1))
+    for row in rows:
+        assert results.row_status(row) == "ok", row
+        if rounds == 1:
+            assert "rounds_ms" not in row
+        else:
+            assert len(row["rounds_ms"]) == rounds and all(t > 0 for t in row["rounds_ms"])
+            assert row["ms"] == sorted(row["rounds_ms"])[rounds // 2]
+    results.validate({"meta": dict.fromkeys(results.META_KEYS, "x"), "results": rows})
+
+
+def test_cli_rounds_end_to_end(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert harness.run_cli(parse(*TINY, "--providers", "naive", "--causal", "yes", "--passes", "fwd",
+                                 "--rounds", "2", "--out", str(out))) == 0
+    printed = capsys.readouterr().out
+    assert "each the median of 2 interleaved rounds" in printed
+    assert "median of 2 interleaved rounds)" in printed  # the table's title
+    (row,) = results.read_results(out)["results"]
+    assert len(row["rounds_ms"]) == 2
+    with pytest.raises(ValueError, match="rounds_ms"):
+        results.validate({"meta": dict.fromkeys(results.META_KEYS, "x"),
+                          "results": [dict(row, rounds_ms=[1.0])]})
+
+
 class _ScaleGrad(torch.autograd.Function):
     """Identity forward, a backward that scales the gradient: right output, wrong gradients."""
 
@@ -175,7 +242,8 @@ def _broken(problem, inputs):
     return runner
 
 
-def test_gate_marks_wrong_providers_and_does_not_time_them():
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_gate_marks_wrong_providers_and_does_not_time_them(rounds):
     registry = {
         "naive": PROVIDERS["naive"],
         "wrong_out": Provider("wrong_out", "wrong output", _wrong_output),
@@ -185,7 +253,8 @@ def test_gate_marks_wrong_providers_and_does_not_time_them():
         "gpu_only": Provider("gpu_only", "gpu only", setup_naive, needs_cuda=True),
     }
     spec = harness.GridSpec(**{**TINY_SPEC.__dict__, "causal": (True,)})
-    rows = harness.run_benchmark(spec, list(registry.values()), CPU_TIMING)
+    rows = harness.run_benchmark(spec, list(registry.values()),
+                                 harness.Timing("cpu", warmup_ms=1, rep_ms=3, rounds=rounds))
     by = {(r["provider"], r["pass"]): r for r in rows}
     assert len(rows) == len(registry) * 3
     for pass_name in ("fwd", "bwd", "fwd_bwd"):

@@ -181,7 +181,8 @@ def _registry(**extra):
     return registry
 
 
-def test_gate_marks_wrong_providers_and_does_not_time_them():
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_gate_marks_wrong_providers_and_does_not_time_them(rounds):
     registry = _registry(
         window__off=Provider("off_by_one", "window - 1", _wrong_window),
         varlen__cross=Provider("cross_doc", "no document mask", _cross_document),
@@ -191,13 +192,15 @@ def test_gate_marks_wrong_providers_and_does_not_time_them():
     spec = FeatureSpec(**{**TINY.__dict__, "features": ("window", "varlen", "dropout")})
     names = ["sdpa_mask", "off_by_one", "sdpa_padded", "cross_doc", "sdpa_default", "no_dropout",
              "nan_dropout"]
-    rows = features.run_features(spec, TIMING, names=names, registry=registry)
+    timing = harness.Timing(device=DEVICE, warmup_ms=1, rep_ms=1, rounds=rounds)
+    rows = features.run_features(spec, timing, names=names, registry=registry)
     by = {(r["provider"], r["pass"]): r for r in rows}
     assert len(rows) == 2 * 2 + 2 * 2 + 3 * 1
     for name, pass_name in (("sdpa_mask", "fwd"), ("sdpa_mask", "bwd"), ("sdpa_padded", "fwd"),
                             ("sdpa_padded", "bwd"), ("sdpa_default", "fwd_bwd")):
         row = by[name, pass_name]
         assert results.row_status(row) == "ok" and row["ms"] > 0, row
+        assert len(row.get("rounds_ms", [row["ms"]])) == rounds, row
     for name, pass_name in (("off_by_one", "fwd"), ("off_by_one", "bwd"), ("cross_doc", "fwd"),
                             ("cross_doc", "bwd")):
         row = by[name, pass_name]

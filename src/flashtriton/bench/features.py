@@ -47,7 +47,7 @@ from flashtriton.bench.feature_providers import (FEATURE_PROVIDERS, FLOAT8_DESCA
                                                  alibi_slopes)
 from flashtriton.bench.harness import (HIDDEN, TOKENS, ProviderRun, Timing, _flat, classify,
                                        collect_meta, free_memory, grid_overrides, make_timing,
-                                       resolve_device, run_problem)
+                                       resolve_device, run_problem, timer_description)
 from flashtriton.bench.providers import DTYPE_NAMES, DTYPES, Inputs, Problem, Provider, make_inputs
 from flashtriton.reference import attention_ref, visible_mask
 
@@ -608,7 +608,7 @@ def run_cli(args: argparse.Namespace, registry=None) -> int:
             return 0
         device = resolve_device(args.device)
         total = count(spec, device, names, registry)
-        timing = make_timing(device, args.warmup_ms, args.rep_ms)
+        timing = make_timing(device, args.warmup_ms, args.rep_ms, getattr(args, "rounds", 1))
     except ValueError as exc:
         console.print(f"flashtriton bench: {exc}")
         return 2
@@ -628,7 +628,7 @@ def run_cli(args: argparse.Namespace, registry=None) -> int:
     with console.progress(total) as advance:
         rows = run_features(spec, timing, names=names, registry=registry, progress=advance,
                             checkpoint=checkpoint)
-    timer = "median of do_bench" if device == "cuda" else "median wall clock, CPU: not GPU figures"
+    timer = timer_description(device, timing.rounds)
     for title, headers, table in summary_tables(rows, timer=timer):
         console.table(title, headers, table)
     counts = {s: sum(results.row_status(r) == s for r in rows) for s in results.STATUSES}

@@ -73,14 +73,34 @@ GPU_WARMUP_MS = 1000
 CPU_WARMUP_MS = 25
 
 
+# Rounds after the first (--rounds): the GPU has just run the previous provider's timing, so its
+# clock is already in the capped state and a short warm-up suffices.
+ROUND_WARMUP_MS = 25
+
+
 @dataclass(frozen=True)
 class Timing:
+    """How each pass is timed: ``warmup_ms`` and ``rep_ms`` for ``do_bench`` (the wall clock on
+    CPU). ``rounds`` > 1: a problem's providers are set up together and timed in turn, round by
+    round, each round with ``rep_ms / rounds`` (the first with the full warm-up, later ones with
+    ROUND_WARMUP_MS); a row's time is the median of its rounds. The H200's clock moves in bursts
+    under its power cap (docs/performance.md), and interleaving exposes every provider to the
+    same bursts."""
     device: str
     warmup_ms: int = CPU_WARMUP_MS
-    rep_ms: int = 100
+    rep_ms: float = 100
+    rounds: int = 1
+
+    def for_round(self, index: int) -> "Timing":
+        """The warm-up and repetition budget of round ``index`` (the whole budget, unchanged,
+        when there is one round)."""
+        if self.rounds == 1:
+            return self
+        warmup = self.warmup_ms if index == 0 else min(self.warmup_ms, ROUND_WARMUP_MS)
+        return replace(self, warmup_ms=warmup, rep_ms=self.rep_ms / self.rounds)
 
 
-def make_timing(device: str, warmup_ms: int | None, rep_ms: int) -> Timing:
+def make_timing(device: str, warmup_ms: int | None, rep_ms: int, rounds: int = 1) -> Timing:
     """Timing for ``device``; ``warmup_ms`` None takes the device's default (GPU_WARMUP_MS on
     cuda, CPU_WARMUP_MS otherwise)."""
     if warmup_ms is None:
@@ -88,7 +108,9 @@ def make_timing(device: str, warmup_ms: int | None, rep_ms: int) -> Timing:
     if warmup_ms < 0 or rep_ms <= 0:
         raise ValueError(f"--warmup-ms must be >= 0 and --rep-ms > 0, got {warmup_ms} and "
                          f"{rep_ms}")
-    return Timing(device=device, warmup_ms=warmup_ms, rep_ms=rep_ms)
+    if rounds < 1:
+        raise ValueError(f"--rounds must be >= 1, got {rounds}")
+    return Timing(device=device, warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=rounds)
 
 
 def wall_clock_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float,
@@ -180,7 +202,9 @@ def free_memory(device: str) -> None:
 
 
 class ProviderRun:
-    """Rows of one provider on one problem: setup, the correctness gate, then each pass."""
+    """Rows of one provider on one problem: setup and the correctness gate (``open``), each pass
+    timed once per round (``time_round``), then the rows (``close``); ``interleave`` drives
+    these for one provider or for several in turn."""
 
     def __init__(self, provider: Provider, problem: Problem, inputs: Inputs,
                  reference: Callable[[], check.Reference], passes: tuple[str, ...],
@@ -189,6 +213,10 @@ class ProviderRun:
         self.reference, self.passes, self.timing = reference, passes, timing
         self.outcome: dict[str, tuple[str, str]] = {}  # pass -> (status, note): not timed
         self.note: str | None = None
+        self.runner = None
+        self.calls: dict[str, Callable[[], object]] = {}  # pass -> its timed call, between rounds
+        self.peaks: dict[str, float | None] = {}
+        self.samples: dict[str, list[float]] = {p: [] for p in passes}
 
     def row(self, pass_name, **kw) -> dict:
         p = self.problem
@@ -201,25 +229,71 @@ class ProviderRun:
             self.outcome.setdefault(pass_name, (status, note))
 
     def rows(self) -> list[dict]:
+        """This provider alone: set up, checked, timed in every round, released."""
+        return interleave([self], self.timing.rounds)[0]
+
+    def open(self) -> None:
+        """Set up the provider and run the gate; what fails marks its passes untimed."""
         if self.provider.needs_cuda and self.problem.device != "cuda":
-            return [self.row(p, status="skipped", note="needs a CUDA device") for p in self.passes]
-        runner = None
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            self.untimed(self.passes, "skipped", "needs a CUDA device")
+            return
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                self.runner = self.provider.setup(self.problem, self.inputs)
+            except Exception as exc:  # noqa: BLE001  (recorded in the row)
+                self.untimed(self.passes, *classify(exc, caught))
+        if self.runner is not None:
+            self.note = self.runner.note
+            with self.runner.context():
+                self.gate(self.runner)
+
+    def time_round(self, index: int) -> None:
+        """Time every pass that passed the gate once more (``Timing.for_round``). A pass's peak
+        memory is measured and its call made before its first timing; the call is kept for the
+        next round and dropped after the last."""
+        if self.runner is None:
+            return
+        timing = self.timing.for_round(index)
+        last = index == self.timing.rounds - 1
+        with self.runner.context():
+            for pass_name in self.passes:
+                if pass_name in self.outcome:
+                    continue
                 try:
-                    runner = self.provider.setup(self.problem, self.inputs)
-                except Exception as exc:  # noqa: BLE001  (recorded in the row)
-                    self.untimed(self.passes, *classify(exc, caught))
-            if runner is None:
-                return [self.row(p, status=s, note=n) for p, (s, n) in self.outcome.items()]
-            self.note = runner.note
-            with runner.context():
-                self.gate(runner)
-                return [self.timed_row(runner, p) for p in self.passes]
-        finally:
-            del runner
-            free_memory(self.problem.device)
+                    if pass_name not in self.calls:
+                        self.peaks[pass_name] = peak_mib(self.runner, pass_name,
+                                                         self.problem.device)
+                        self.calls[pass_name] = self.runner.callable_for(pass_name)
+                    grads = None if pass_name == "fwd" else list(self.runner.leaves)
+                    self.samples[pass_name].append(
+                        bench_ms(self.calls[pass_name], timing, grad_to_none=grads))
+                except Exception as exc:  # noqa: BLE001
+                    self.untimed([pass_name], *classify(exc))
+                finally:
+                    if last or pass_name in self.outcome:
+                        self.calls.pop(pass_name, None)
+                    self.runner.clear_grads()
+
+    def close(self) -> list[dict]:
+        """One row per pass: the median of its rounds (each round's time listed as
+        ``rounds_ms`` when there are several), or why it was not timed."""
+        rows = []
+        for pass_name in self.passes:
+            if pass_name in self.outcome:
+                status, note = self.outcome[pass_name]
+                rows.append(self.row(pass_name, status=status, note=note))
+                continue
+            samples = self.samples[pass_name]
+            rows.append(self.row(pass_name, ms=statistics.median(samples),
+                                 peak_mib=self.peaks[pass_name],
+                                 rounds_ms=samples if len(samples) > 1 else None))
+        return rows
+
+    def release(self) -> None:
+        self.calls.clear()
+        self.runner = None
+        free_memory(self.problem.device)
 
     def gate(self, runner) -> None:
         """Check the output, and the gradients when a backward pass is to be timed."""
@@ -253,23 +327,21 @@ class ProviderRun:
     def check_grads(self, runner) -> str | None:
         return check.check_grads(runner, self.problem, self.reference())
 
-    def timed_row(self, runner, pass_name: str) -> dict:
-        if pass_name in self.outcome:
-            status, note = self.outcome[pass_name]
-            return self.row(pass_name, status=status, note=note)
-        fn = None
-        try:
-            peak = peak_mib(runner, pass_name, self.problem.device)
-            fn = runner.callable_for(pass_name)
-            grads = None if pass_name == "fwd" else list(runner.leaves)
-            ms = bench_ms(fn, self.timing, grad_to_none=grads)
-            return self.row(pass_name, ms=ms, peak_mib=peak)
-        except Exception as exc:  # noqa: BLE001
-            status, note = classify(exc)
-            return self.row(pass_name, status=status, note=note)
-        finally:
-            del fn
-            runner.clear_grads()
+
+def interleave(runs: list[ProviderRun], rounds: int) -> list[list[dict]]:
+    """Each run's rows: all runs opened (set up, checked), then ``rounds`` rounds in which each
+    run times its passes in turn, then closed. With one run, a provider is set up, checked and
+    timed before the next one is set up, as without rounds."""
+    try:
+        for run in runs:
+            run.open()
+        for index in range(rounds):
+            for run in runs:
+                run.time_round(index)
+        return [run.close() for run in runs]
+    finally:
+        for run in runs:
+            run.release()
 
 
 def run_problem(problem, inputs, providers, make_reference, run_type, passes, timing: Timing,
@@ -284,12 +356,17 @@ def run_problem(problem, inputs, providers, make_reference, run_type, passes, ti
         return cache[0]
 
     rows = []
-    for provider in providers:
-        new = run_type(provider, problem, inputs, reference, passes, timing).rows()
-        rows.extend(new)
-        if progress is not None:
-            for row in new:
-                progress(1, describe(row))
+    # one round: each provider on its own (one set of buffers at a time); several: all of the
+    # problem's providers together, so that each round times every one of them
+    groups = [[p] for p in providers] if timing.rounds == 1 else [list(providers)]
+    for group in groups:
+        runs = [run_type(provider, problem, inputs, reference, passes, timing)
+                for provider in group]
+        for new in interleave(runs, timing.rounds):
+            rows.extend(new)
+            if progress is not None:
+                for row in new:
+                    progress(1, describe(row))
     return rows
 
 
@@ -366,6 +443,11 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                              f"every provider is timed at the power-capped clock, "
                              f"{CPU_WARMUP_MS} on CPU)")
     parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
+    parser.add_argument("--rounds", type=int, default=1, metavar="N",
+                        help="time a configuration's providers in turn, N rounds of rep-ms/N each "
+                             "(the first with the full warm-up); a row is the median of its rounds, "
+                             "listed as rounds_ms in the JSON. All of a configuration's providers "
+                             "are set up at once. Default 1: each provider timed once, on its own")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
     parser.add_argument("--plots", type=Path, default=None, help="write PNG plots into this directory")
@@ -450,6 +532,12 @@ def make_plots(data: dict, out_dir: Path, console) -> list[Path]:
     return written
 
 
+def timer_description(device: str, rounds: int) -> str:
+    """What a table's times are, for its title."""
+    timer = "median of do_bench" if device == "cuda" else "median wall clock, CPU: not GPU figures"
+    return f"{timer}; median of {rounds} interleaved rounds" if rounds > 1 else timer
+
+
 def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = None) -> int:
     from flashtriton.bench.report import make_console, summary_tables
     from flashtriton.bench.results import merge_results, read_results, write_results
@@ -461,6 +549,11 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
     if getattr(args, "decode", False):
         from flashtriton.bench import decode
 
+        if getattr(args, "rounds", 1) != 1:
+            make_console(prefer_rich=not args.plain).print(
+                "flashtriton bench: --rounds applies to the attention grid and --feature runs, "
+                "not to --decode")
+            return 2
         return decode.run_cli(args)
     console = make_console(prefer_rich=not args.plain)
     registry = PROVIDERS if registry is None else registry
@@ -477,7 +570,7 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         spec = spec_from_args(args)
         providers = select_providers(args.providers, registry)
         device = resolve_device(args.device)
-        timing = make_timing(device, args.warmup_ms, args.rep_ms)
+        timing = make_timing(device, args.warmup_ms, args.rep_ms, args.rounds)
     except ValueError as exc:
         console.print(f"flashtriton bench: {exc}")
         return 2
@@ -487,7 +580,9 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         console.print("NOTE: timing on CPU with a wall-clock timer (no CUDA device): the numbers "
                       "below are not GPU figures and peak memory is not measured.")
     console.print(f"{len(problems)} configurations x {len(providers)} providers x "
-                  f"{len(spec.passes)} passes = {total} measurements on {device}")
+                  f"{len(spec.passes)} passes = {total} measurements on {device}"
+                  + (f", each the median of {timing.rounds} interleaved rounds"
+                     if timing.rounds > 1 else ""))
     meta = collect_meta(device)
 
     def checkpoint(rows: list[dict]) -> None:
@@ -496,7 +591,7 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
 
     with console.progress(total) as advance:
         results = run_benchmark(spec, providers, timing, progress=advance, checkpoint=checkpoint)
-    timer = "median of do_bench" if device == "cuda" else "median wall clock, CPU: not GPU figures"
+    timer = timer_description(device, timing.rounds)
     for title, headers, rows in summary_tables(results, list(registry), timer=timer):
         console.table(title, headers, rows)
     counts = {s: sum(row_status(r) == s for r in results) for s in ("ok", "skipped", "wrong", "error")}

@@ -21,7 +21,7 @@ from pathlib import Path
 META_KEYS = ("gpu", "torch", "triton", "cuda", "date", "commit")
 RESULT_KEYS = ("provider", "pass", "dtype", "batch", "heads", "seqlen", "headdim", "causal",
                "ms", "tflops", "peak_mib")
-OPTIONAL_KEYS = ("status", "note", "feature", "feature_params")
+OPTIONAL_KEYS = ("status", "note", "feature", "feature_params", "rounds_ms")
 STATUSES = ("ok", "skipped", "wrong", "error")
 
 # FLOPs of each pass relative to the forward (the FlashAttention papers' convention).
@@ -40,8 +40,10 @@ def attention_flops(batch: int, heads: int, seqlen: int, headdim: int, causal: b
 
 def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: int, seqlen: int,
              headdim: int, causal: bool, ms: float | None = None, peak_mib: float | None = None,
-             status: str = "ok", note: str | None = None) -> dict:
-    """One result row; ``tflops`` follows from ``ms`` and the FLOP count."""
+             status: str = "ok", note: str | None = None,
+             rounds_ms: list[float] | None = None) -> dict:
+    """One result row; ``tflops`` follows from ``ms`` and the FLOP count. ``rounds_ms``: each
+    round's time when ``ms`` is the median of several (``flashtriton bench --rounds``)."""
     if status not in STATUSES:
         raise ValueError(f"status: expected one of {STATUSES}, got {status!r}")
     tflops = None
@@ -54,6 +56,8 @@ def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: in
         row["status"] = status
     if note:
         row["note"] = note
+    if rounds_ms:
+        row["rounds_ms"] = [float(x) for x in rounds_ms]
     return row
 
 
@@ -77,6 +81,11 @@ def validate(data: dict) -> dict:
             raise ValueError(f"results[{i}].status: expected one of {STATUSES}, got {row['status']!r}")
         if row_status(row) == "ok" and row["ms"] is None:
             raise ValueError(f"results[{i}]: a row without a status must carry ms")
+        rounds = row.get("rounds_ms")
+        if rounds is not None and (not isinstance(rounds, list) or len(rounds) < 2
+                                   or not all(isinstance(x, (int, float)) and x > 0
+                                              for x in rounds)):
+            raise ValueError(f"results[{i}].rounds_ms: expected two or more positive times")
     return data
 
 
