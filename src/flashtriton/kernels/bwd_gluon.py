@@ -9,7 +9,8 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   by TMA, their lse and δ beside them (for grouped-query attention it walks every query head
   of the key head's group), and each tile's K and V once the consumers are done with the last;
 - two consumer warpgroups own BLOCK_N keys each of the tile's 2·BLOCK_N keys, keep their K
-  and V tiles in shared memory and their dK, dV accumulators in registers. Scores are computed
+  and V tiles in shared memory and their dK, dV accumulators in registers (written at the
+  tile's end by TMA, staged in the warpgroup's dQ buffer). Scores are computed
   transposed (keys are a warpgroup's MMA rows), so Pᵀ and dSᵀ stay in registers as the A
   operands of the dV and dK products. Per query block:
 
@@ -210,7 +211,7 @@ def _store_tile(out_s, desc, tile, b, row, h):
 @gluon.jit
 def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its BLOCK_N keys against every
-    step of Q and dO (see the module docstring); dK and dV stored at the tile's end."""
+    step of Q and dO (see the module docstring); dK and dV written by TMA at the tile's end."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
