@@ -148,3 +148,34 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     o, lse = fwd.attn_fwd(q, k, v, params)
     bwd.attn_bwd(torch.ones_like(o), q, k, v, o, lse, params, config=GLUON_BWD)
     assert len(calls) == n, "the deterministic mode ran the Gluon backward"
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_gluon_backward_key_tiles_no_query_sees(monkeypatch, d):
+    """SDPA's causal alignment (top-left) with more keys than queries: the key tiles past the
+    last query are seen by no row, and their dK and dV (zero) are written by TMA like any
+    other tile's. The tensors are (batch, seq, heads, dim) in storage, seen as SDPA's (batch,
+    heads, seq, dim), the layout the Gluon backward reads."""
+    import torch.nn.functional as F
+
+    import flashtriton.kernels.bwd as bwd
+    from flashtriton import scaled_dot_product_attention
+    from flashtriton.reference import sdpa_ref
+
+    no_call_plans(monkeypatch)
+    calls = []
+    real_launch = bwd.attn_bwd_gluon
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return real_launch(*args, **kw)
+
+    monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
+    q = randn(2, 100, 4, d, dtype=BF16).transpose(1, 2)
+    k, v = (randn(2, 300, 4, d, dtype=BF16).transpose(1, 2) for _ in range(2))
+    check_attention(lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True),
+                    lambda q, k, v, upcast: (sdpa_ref(q, k, v, is_causal=True) if upcast else
+                                             F.scaled_dot_product_attention(q, k, v,
+                                                                            is_causal=True)),
+                    (q, k, v))
+    assert calls == [1], "the Gluon backward did not run"
