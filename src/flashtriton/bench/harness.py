@@ -228,10 +228,6 @@ class ProviderRun:
         for pass_name in passes:
             self.outcome.setdefault(pass_name, (status, note))
 
-    def rows(self) -> list[dict]:
-        """This provider alone: set up, checked, timed in every round, released."""
-        return interleave([self], self.timing.rounds)[0]
-
     def open(self) -> None:
         """Set up the provider and run the gate; what fails marks its passes untimed."""
         if self.provider.needs_cuda and self.problem.device != "cuda":
