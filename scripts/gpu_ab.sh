@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# A/B on the GPU: the same scripts/tune.py sweep on another tree's kernels and on this tree's,
-# one process each, then a side-by-side table (scripts/ab_compare.py).
+# A/B on the GPU: another tree's kernels against this tree's, then a side-by-side table.
 #
 #   git worktree add /tmp/old REF && cp -r /tmp/old/src ab_old     # once, on the CPU machine
 #   OUT=out scripts/gpu_ab.sh ab_old --pass fwd --headdims 64 --seqlens 1024,16384 --causal 1 \
 #       --fwd-space "'128:128;4;2;gluonpers'"
+#   OUT=out scripts/gpu_ab.sh ab_old bench --quick --passes bwd --headdims 64 \
+#       --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3
 #
 # The first argument is a folder holding the other tree's `flashtriton` package (a copy of its
 # src/, e.g. inside this working tree so that it travels with it to the GPU machine; do not
-# commit it); the rest go to scripts/tune.py for both runs. Writes $OUT/ab-old.json,
-# $OUT/ab-new.json and their logs.
+# commit it). Then either
+# - scripts/tune.py's arguments: the same sweep once per tree, one process each
+#   ($OUT/ab-old.json, $OUT/ab-new.json and their logs; table by scripts/ab_compare.py), or
+# - `bench` and `flashtriton bench`'s arguments: four bench runs, old / new / new / old, so
+#   that a drift of the clock over the runs falls on both trees alike ($OUT/ab-1-old.json …
+#   $OUT/ab-4-old.json and their logs; table by scripts/ab_bench.py).
 set -uo pipefail
 OLD_SRC="$(cd "$1" && pwd)"; shift
 source "$(dirname "$0")/gpu_env.sh"
 NEW_SRC="$PWD/src"
+path_for() { local src=$NEW_SRC; [ "$1" = old ] && src=$OLD_SRC; echo "$src${PYTHONPATH#$NEW_SRC}"; }
+if [ "${1:-}" = bench ]; then
+  shift
+  i=0
+  for side in old new new old; do
+    i=$((i + 1))
+    step "ab-$i-$side" 280 sh -c "PYTHONPATH='$(path_for $side)' python3 -m flashtriton.cli bench \
+        --plain --out '$OUT/ab-$i-$side.json' $* > '$OUT/ab-$i-$side.log' 2>&1"
+  done
+  python3 scripts/ab_bench.py --old "$OUT/ab-1-old.json" "$OUT/ab-4-old.json" \
+      --new "$OUT/ab-2-new.json" "$OUT/ab-3-new.json"
+  exit 0
+fi
 for side in old new; do
-  src=$NEW_SRC; [ $side = old ] && src=$OLD_SRC
-  step "ab-$side" 280 sh -c "PYTHONPATH='$src${PYTHONPATH#$NEW_SRC}' python3 scripts/tune.py \
+  step "ab-$side" 280 sh -c "PYTHONPATH='$(path_for $side)' python3 scripts/tune.py \
       --out '$OUT/ab-$side.json' $* > '$OUT/ab-$side.log' 2>&1"
 done
 python3 scripts/ab_compare.py "$OUT/ab-old.json" "$OUT/ab-new.json"
