@@ -29,23 +29,47 @@ def run(*args):
 @pytest.mark.parametrize("headdim,seqlen,causal", [(128, 1024, False), (64, 16384, True)])
 def test_a_row_matches_the_files(headdim, seqlen, causal):
     out = run("--old", *OLD, "--new", *NEW)
-    assert out[0].split()[:4] == ["pass", "d", "seqlen", "causal"]
+    assert out[0].split()[:5] == ["pass", "dtype", "d", "seqlen", "causal"]
     assert len(out) - 1 == 12  # 2 head dims x 3 lengths x causal or not, backward only
     (line,) = [ln for ln in out[1:]
-               if ln.split()[:4] == ["bwd", str(headdim), str(seqlen), str(causal)]]
+               if ln.split()[:5] == ["bwd", "bf16", str(headdim), str(seqlen), str(causal)]]
     old = [tflops(p, "flashtriton", headdim, seqlen, causal) for p in OLD]
     new = [tflops(p, "flashtriton", headdim, seqlen, causal) for p in NEW]
     change = (sum(new) / sum(old) - 1) * 100
     ratio_new = sum(tflops(p, "flashtriton", headdim, seqlen, causal)
                     / tflops(p, "sdpa_cudnn", headdim, seqlen, causal) for p in NEW) / 2
     fields = line.split()
-    assert fields[4:6] == [f"{x:.1f}" for x in old] and fields[6:8] == [f"{x:.1f}" for x in new]
-    assert fields[8] == f"{change:+.1f}%", (line, change)
+    assert fields[5:7] == [f"{x:.1f}" for x in old] and fields[7:9] == [f"{x:.1f}" for x in new]
+    assert fields[9] == f"{change:+.1f}%", (line, change)
     assert fields[-1] == f"{ratio_new:.3f}", (line, ratio_new)
 
 
 def test_runs_of_one_side_may_be_swapped():
     """The change is of the means, so the order of a side's runs does not matter."""
-    a = [ln.split()[8] for ln in run("--old", *OLD, "--new", *NEW)[1:]]
-    b = [ln.split()[8] for ln in run("--old", *OLD[::-1], "--new", *NEW[::-1])[1:]]
+    a = [ln.split()[9] for ln in run("--old", *OLD, "--new", *NEW)[1:]]
+    b = [ln.split()[9] for ln in run("--old", *OLD[::-1], "--new", *NEW[::-1])[1:]]
     assert a == b
+
+
+def test_rows_of_two_dtypes_stay_apart(tmp_path):
+    """The same row in bf16 and fp16 is two lines, each with its own figures (a key without
+    the dtype would keep one of them for both)."""
+    def both_dtypes(path, fp16_factor):
+        data = json.loads(Path(path).read_text())
+        extra = [{**r, "dtype": "fp16", "ms": r["ms"] / fp16_factor,
+                  "tflops": r["tflops"] * fp16_factor} for r in data["results"]]
+        out = tmp_path / f"{Path(path).stem}-{fp16_factor}.json"
+        out.write_text(json.dumps({**data, "results": data["results"] + extra}))
+        return str(out)
+
+    old = [both_dtypes(p, 1.0) for p in OLD]
+    new = [both_dtypes(p, 2.0) for p in NEW]  # new fp16 twice new bf16's speed
+    lines = run("--old", *old, "--new", *new)[1:]
+    assert len(lines) == 24
+    key = ["bwd", "{}", "128", "1024", "False"]
+    (bf16,) = [ln for ln in lines if ln.split()[:5] == [k.format("bf16") for k in key]]
+    (fp16,) = [ln for ln in lines if ln.split()[:5] == [k.format("fp16") for k in key]]
+    change = (2 * sum(tflops(p, "flashtriton", 128, 1024, False) for p in NEW)
+              / sum(tflops(p, "flashtriton", 128, 1024, False) for p in OLD) - 1) * 100
+    assert fp16.split()[9] == f"{change:+.1f}%", fp16
+    assert bf16.split()[9] != fp16.split()[9]
