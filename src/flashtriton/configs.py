@@ -229,11 +229,16 @@ _BWD = {
 # causal 526.6 / 525.9, 392.0 / 393.6, 531.3; 4k 490.7 / 504.3, 502.1 / 517.3, causal 414.4 /
 # 445.5, 454.1 / 425.7; 1k 377.7 / 374.0, 394.5 / 403.2, causal 257.3 / 259.5, 286.0 / 290.3.
 # Shipped where it won (d128 causal kept without: level at 16k, 6% slower persistent at 4k).
+# Ring depth at d64 again after sessions 8-13 (persistent, deferred dQ, dK/dV by TMA), session
+# 15: 2026-11-30-s15-tune-bwd-d64-stages.json / -16k.json (bf16, two slots / three, each timed
+# twice in alternation): causal 16k 417.7 418.8 / 424.4 430.1, 4k 378.4 382.7 / 381.8 382.8,
+# 1k 230.0 262.6 / 249.5 258.9; without a mask three slots lose (16k 435.0 432.8 / 429.7
+# 427.8, 4k -1.5%, 1k -6.3%). So d64 causal takes three slots (166 KB of shared memory).
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               persistent=True),
-    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
+    (64, True): KernelConfig(64, 128, 4, 3, gluon=True, split_dq=True, defer_dq=True,
                              persistent=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                persistent=True),
