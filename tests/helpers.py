@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import torch
 
@@ -36,6 +38,16 @@ def assert_close(ours, ref64, lowp, *, factor=2.0, name="out"):
     bound = factor * torch_err + floor
     assert err <= bound, (f"{name}: max|ours-ref64|={err:.3e} > {factor}*max|torch_lowp-ref64|"
                           f"={torch_err:.3e} (x{factor}) + floor {floor:.3e}")
+
+
+def load_script(name: str):
+    """``scripts/<name>.py`` as a module (the scripts are not a package), for testing its
+    functions without running its ``main``."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def poison_like(t: torch.Tensor) -> torch.Tensor:

@@ -2,12 +2,13 @@
 run: which samples fall inside a timing, its clock and cycles, and the fp16-against-bf16 ratios,
 recomputed here from the timings."""
 
-import importlib.util
 import json
 import statistics
 from pathlib import Path
 
 import pytest
+
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench/results/2026-11-30-s15-dtype-clock.json"
@@ -15,10 +16,7 @@ RUN = ROOT / "bench/results/2026-11-30-s15-dtype-clock.json"
 
 @pytest.fixture(scope="module")
 def dtype_clock():
-    spec = importlib.util.spec_from_file_location("dtype_clock", ROOT / "scripts/dtype_clock.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("dtype_clock")
 
 
 def test_samples_read_from_nvidia_smi_lines(dtype_clock, tmp_path):

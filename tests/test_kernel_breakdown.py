@@ -1,21 +1,14 @@
 """scripts/kernel_breakdown.py's per-call summary of a profiled window (the profiling itself
 needs a GPU; the arithmetic is checked here on a hand-made timeline)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def breakdown():
-    spec = importlib.util.spec_from_file_location("kernel_breakdown",
-                                                  ROOT / "scripts/kernel_breakdown.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("kernel_breakdown")
 
 
 def test_times_and_idle_gaps_per_call(breakdown):
@@ -41,9 +34,7 @@ def test_overlapping_kernels_are_not_charged_idle_time(breakdown):
 def test_host_probe_median_offsets():
     """scripts/host_probe.py's per-position medians of the launch stamps (µs from each call's
     start)."""
-    spec = importlib.util.spec_from_file_location("host_probe", ROOT / "scripts/host_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = load_script("host_probe")
     calls = [(10.0, [("L:pre", 10.000100), ("E", 10.000130), ("L:main", 10.000200)]),
              (20.0, [("L:pre", 20.000300), ("E", 20.000320), ("L:main", 20.000400)]),
              (30.0, [("L:pre", 30.000200), ("E", 30.000350), ("L:main", 30.000900)])]

@@ -2,10 +2,11 @@
 d128 1k backward) and on a page of two launches: each launch's rows, the tensor pipe's share
 from ncu's note, and the table's columns."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "bench/results/2026-11-30-s13-ncu-bwd-d128-1k-details.txt"
@@ -13,11 +14,7 @@ PAGE = ROOT / "bench/results/2026-11-30-s13-ncu-bwd-d128-1k-details.txt"
 
 @pytest.fixture(scope="module")
 def details():
-    spec = importlib.util.spec_from_file_location("ncu_details_table",
-                                                  ROOT / "scripts/ncu_details_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ncu_details_table")
 
 
 def test_recorded_page(details):

@@ -2,24 +2,17 @@
 provider setup, the pass it names (a backward without accumulating gradients across calls),
 and a clear refusal of an unknown provider."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
 from flashtriton.bench.providers import Problem
 from flashtriton.reference import attention_ref
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import assert_close, load_script
 
 
 @pytest.fixture(scope="module")
 def profile_pass():
-    spec = importlib.util.spec_from_file_location("profile_pass", ROOT / "scripts/profile_pass.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("profile_pass")
 
 
 PROBLEM = Problem(batch=1, heads=2, seqlen=33, headdim=16, causal=True, dtype=torch.float32,
@@ -30,11 +23,8 @@ def test_forward_is_the_providers_call(profile_pass):
     step, runner = profile_pass.build_pass("flashtriton", "fwd", PROBLEM)
     out = step()
     q, k, v = (t.detach() for t in runner.leaves)
-    ref64 = attention_ref(q, k, v, causal=True)[0].double()
-    ref_low = attention_ref(q, k, v, causal=True, upcast=False)[0].double()
-    assert out.shape == q.shape
-    err, low = ((x.double() - ref64).abs().max().item() for x in (out, ref_low))
-    assert err <= 2 * low + 1e-6, f"max |ours - ref64| = {err}, torch's own {low}, floor 1e-6"
+    assert_close(out, attention_ref(q, k, v, causal=True)[0],
+                 attention_ref(q, k, v, causal=True, upcast=False)[0])
 
 
 def test_backward_does_not_accumulate(profile_pass):
