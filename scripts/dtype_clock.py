@@ -10,8 +10,8 @@ while ``nvidia-smi`` samples the SM clock and the board power every 50 ms. Each 
 median clock and power of the samples taken during it, and its cycles per call (µs × MHz).
 
 If fp16's cycles per call match bf16's while its clock is lower, the kernels do the same work
-per cycle in both types and fp16 loses to the clock (the 700 W cap pulls it down further when
-the multipliers switch more bits); if the cycles differ, the kernel itself differs.
+per cycle in both types and fp16 loses to the clock (at the 700 W cap, a type that draws more
+power per operation runs at a lower clock); if the cycles differ, the kernel itself differs.
 """
 
 import argparse
@@ -86,7 +86,8 @@ def attach_clock(rows: list[dict], samples: list[tuple[float, float, float]]) ->
 
 
 def summary(rows: list[dict]) -> list[dict]:
-    """Medians over rounds per (problem, provider, dtype), and fp16 against bf16."""
+    """Medians over rounds per (problem, provider, dtype), and fp16 against bf16; only timings
+    with clock samples count, and a side with none is an error."""
     keys = sorted({(r["pass"], r["headdim"], r["causal"], r["provider"]) for r in rows})
     table = []
     for key in keys:
@@ -94,6 +95,9 @@ def summary(rows: list[dict]) -> list[dict]:
         for dtype_name in DTYPES:
             mine = [r for r in rows if (r["pass"], r["headdim"], r["causal"], r["provider"]) == key
                     and r["dtype"] == dtype_name and r["kcycles"] is not None]
+            if not mine:
+                raise SystemExit(f"dtype_clock: no timing of {key} in {dtype_name} has a clock "
+                                 f"sample (is nvidia-smi sampling? lengthen --round-ms)")
             per[dtype_name] = {field: statistics.median(r[field] for r in mine)
                                for field in ("us", "sm_mhz", "watts", "kcycles")}
         table.append({"pass": key[0], "headdim": key[1], "causal": key[2], "provider": key[3],

@@ -40,6 +40,15 @@ def test_clock_of_a_timing_is_the_median_of_its_samples(dtype_clock):
     assert rows[1]["samples"] == 0 and rows[1]["kcycles"] is None  # no sample: no clock
 
 
+def test_a_side_without_samples_is_an_error(dtype_clock):
+    rows = [{"pass": "fwd", "headdim": 64, "causal": False, "provider": "flashtriton",
+             "dtype": dtype, "t0": t0, "t1": t0 + 0.2, "us": 50.0}
+            for dtype, t0 in (("bf16", 10.0), ("fp16", 11.0))]
+    dtype_clock.attach_clock(rows, [(10.1, 1800.0, 650.0)])  # only bf16's window has one
+    with pytest.raises(SystemExit, match="in fp16 has a clock sample"):
+        dtype_clock.summary(rows)
+
+
 def test_committed_run_recomputed(dtype_clock):
     run = json.loads(RUN.read_text())
     rows = [{k: v for k, v in r.items() if k not in ("samples", "sm_mhz", "watts", "kcycles")}
