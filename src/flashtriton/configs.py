@@ -233,7 +233,8 @@ _BWD = {
 # 15: 2026-11-30-s15-tune-bwd-d64-stages.json / -16k.json (bf16, two slots / three, each timed
 # twice in alternation): causal 16k 417.7 418.8 / 424.4 430.1, 4k 378.4 382.7 / 381.8 382.8,
 # 1k 230.0 262.6 / 249.5 258.9; without a mask three slots lose (16k 435.0 432.8 / 429.7
-# 427.8, 4k -1.5%, 1k -6.3%). So d64 causal takes three slots (166,904 bytes of shared memory, 150,000 with two).
+# 427.8, 4k -1.5%, 1k -6.3%). So d64 causal takes three slots (166,904 bytes of shared
+# memory against 149,984 with two).
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
