@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine: for each branch copied by scripts/branch_trees.sh, its GPU tests, then an
+# A/B of its kernels against this tree's (scripts/gpu_ab.sh … bench: four runs, old / new / new
+# / old), all in one call; everything under $OUT/branches.tgz (a call returns only 8 files).
+#
+#   OUT=out scripts/gpu_branches.sh trees \
+#       "fwd-fewer-barriers|tests/test_gluon.py tests/test_validation.py|--passes fwd --headdims 64 128" \
+#       "bwd-fewer-barriers|tests/test_gluon_bwd.py|--passes bwd --headdims 64 128"
+#
+# Each spec is BRANCH|TEST FILES|BENCH OPTIONS. The tests run with FLASHTRITON_LARGE=1 on
+# $WORKERS workers (default 8: sixteen float64 references of the largest cases did not fit in
+# the H200's memory, perf-log session 15); the A/B runs only if they pass, with
+# `--quick --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3` and the
+# spec's options. $OUT/steps.txt says how each step ended.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: scripts/gpu_branches.sh DIR SPEC..." >&2; exit 2; }
+DIR=$(cd "$1" && pwd); shift
+ROOT=$PWD
+OUT="${OUT:-out}"; mkdir -p "$OUT/branches"; OUT=$(cd "$OUT" && pwd)
+WORKERS="${WORKERS:-8}"
+for spec in "$@"; do
+  IFS='|' read -r branch tests bench <<< "$spec"
+  tree="$DIR/$branch"; res="$OUT/branches/$branch"; mkdir -p "$res"
+  [ -d "$tree/src" ] || { echo "== $branch: no $tree/src" | tee -a "$OUT/steps.txt"; continue; }
+  t0=$SECONDS
+  (cd "$tree" && PYTHONPATH="$tree/src${PYTHONPATH:+:$PYTHONPATH}" FLASHTRITON_LARGE=1 \
+      timeout 400 python3 -m pytest -q -n "$WORKERS" -p no:cacheprovider $tests \
+      -W ignore::DeprecationWarning > "$res/gpu-tests.log" 2>&1)
+  rc=$?
+  echo "== $branch tests rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$res/gpu-tests.log")" \
+      | tee -a "$OUT/steps.txt"
+  [ $rc -eq 0 ] || continue
+  # the branch's own gpu_ab.sh, so that its tree is "new" and this one's src "old"
+  OUT="$res/ab" bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" bench --quick \
+      --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3 $bench \
+      | tee "$res/ab-table.txt"
+done
+tar -czf "$OUT/branches.tgz" -C "$OUT" branches steps.txt && rm -rf "$OUT/branches"
