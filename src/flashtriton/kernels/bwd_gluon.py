@@ -187,24 +187,28 @@ def _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG: gl.constexpr, wa
 
 
 @gluon.jit
-def _dq_add(dq_desc, dq_s, dq, b, row, col):
-    """Stage a finished (scaled) dQ part in ``dq_s`` and add it into the float32 dQ at
-    (b, row, col) by a TMA reduction, once the previous one has read the buffer."""
+def _stage(buf, tile):
+    """Put a register tile into ``buf`` for a TMA operation to read: once the previous TMA
+    operation on the buffer has read it, and with every thread's share stored and visible to
+    the TMA unit before this returns."""
     tma.store_wait(pendings=0)
-    dq_s.reshape([dq.type.shape[0], dq.type.shape[1]]).store(dq)
+    buf.reshape([tile.type.shape[0], tile.type.shape[1]]).store(tile)
     fence_async_shared()
-    gl.thread_barrier()  # every thread's share is stored before the reduction reads it
+    gl.thread_barrier()
+
+
+@gluon.jit
+def _dq_add(dq_desc, dq_s, dq, b, row, col):
+    """Add a finished (scaled) dQ part into the float32 dQ at (b, row, col) by a TMA
+    reduction, staged in ``dq_s``."""
+    _stage(dq_s, dq)
     _tma_add(dq_desc, [b, row, col], dq_s)
 
 
 @gluon.jit
 def _store_tile(out_s, desc, tile, b, row, h):
-    """Write a finished [rows, head_dim] tile at (b, row, h) by TMA through ``out_s``, once
-    the previous TMA operation on that buffer has read it."""
-    tma.store_wait(pendings=0)
-    out_s.reshape([tile.type.shape[0], tile.type.shape[1]]).store(tile)
-    fence_async_shared()
-    gl.thread_barrier()  # every thread's share is stored before the copy reads it
+    """Write a finished [rows, head_dim] tile at (b, row, h) by TMA, staged in ``out_s``."""
+    _stage(out_s, tile)
     tma.async_copy_shared_to_global(desc, [b, row, h, 0], out_s)
 
 
