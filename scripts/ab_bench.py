@@ -40,7 +40,8 @@ def compare(old: list[dict], new: list[dict]) -> list[dict]:
             return sum(ours(run) / run[("sdpa_cudnn",) + key] for run in side) / len(side)
 
         rows.append({"pass": key[0], "dtype": key[1], "headdim": key[2], "seqlen": key[3],
-                     "causal": key[4], "old": a, "new": b, "change": sum(b) / len(b) / (sum(a) / len(a)) - 1,
+                     "causal": key[4], "old": a, "new": b,
+                     "change": (sum(b) / len(b)) / (sum(a) / len(a)) - 1,
                      "ratio_old": ratio(old), "ratio_new": ratio(new)})
     return rows
 
