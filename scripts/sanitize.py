@@ -97,9 +97,11 @@ if torch.cuda.get_device_capability()[0] == 9:
         params = make_params(128, causal=causal)
         ob, lseb = attn_fwd(qb, kb, kb, params)
         for persistent in (True, False):
-            for defer in (False, True):  # dQ's product in its own step or the next
+            # dQ's product in its own step or the next, waiting on its own barriers or `empty`
+            for defer, on_empty in ((False, False), (True, False), (True, True)):
                 attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
                          config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
-                                             persistent=persistent, defer_dq=defer))
+                                             persistent=persistent, defer_dq=defer,
+                                             dq_on_empty=on_empty))
 torch.cuda.synchronize()
 print("sanitize script finished")

@@ -58,10 +58,14 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
         assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
         # deferred dQ everywhere but d128 causal (docs/perf-log.md, session 8)
         assert cfg.defer_dq == ((head_dim, causal) != (128, True)), seqlen_k
+        # its product waits on the ring's `empty` at d128 without a mask (perf-log, session 16)
+        assert cfg.dq_on_empty == ((head_dim, causal) == (128, False)), seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and not cfg.persistent, seqlen_k
         assert cfg.defer_dq == ((head_dim, causal) != (128, True)), seqlen_k
+        # its product waits on the ring's `empty` at d128 without a mask (perf-log, session 16)
+        assert cfg.dq_on_empty == ((head_dim, causal) == (128, False)), seqlen_k
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 
 

@@ -102,12 +102,15 @@ def test_gluon_backward_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dty
 
 # deferred dQ: each step's dQ product runs in the next step, on dSᵀ buffers of four step
 # parities; one program per tile and persistent (the parities and the deferred product carried
-# across tiles), tiles of one step, of many, GQA
+# across tiles), tiles of one step, of many, GQA; the product waiting on dS barriers of its own
+# or on the Q/dO ring's `empty` barriers (dq_on_empty)
+@pytest.mark.parametrize("on_empty", [False, True], ids=["ds-ready", "on-empty"])
 @pytest.mark.parametrize("persistent", [False, True], ids=["one-tile", "persistent"])
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", PERSISTENT_CASES)
-def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, persistent):
+def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, persistent,
+                                    on_empty):
     run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True,
-             persistent=persistent, defer_dq=True)
+             persistent=persistent, defer_dq=True, dq_on_empty=on_empty)
 
 
 def test_other_head_dims_refused():
@@ -129,7 +132,8 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     real_launch = bwd.attn_bwd_gluon
 
     def spy(*args, **kw):
-        calls.append((kw.get("split_dq"), kw.get("persistent"), kw.get("defer_dq")))
+        calls.append((kw.get("split_dq"), kw.get("persistent"), kw.get("defer_dq"),
+                      kw.get("dq_on_empty")))
         return real_launch(*args, **kw)
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
@@ -137,11 +141,14 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     for d in (128, 64):  # short: split dQ, persistent; dQ deferred but at d128 causal
         q, k, v = (randn(1, 300, 2, d, dtype=BF16, requires_grad=True) for _ in range(3))
         flash_attn_func(q, k, v, causal=True).sum().backward()
-        assert calls[-1] == (True, True, d == 64), f"d{d}: the Gluon backward did not run as " \
-            "configured"
+        assert calls[-1] == (True, True, d == 64, False), f"d{d}: the Gluon backward did not " \
+            "run as configured"
     q, k, v = (randn(1, 8192, 1, 64, dtype=BF16, requires_grad=True) for _ in range(3))
     flash_attn_func(q, k, v).sum().backward()  # from PERSISTENT_BWD_BELOW keys: one per tile
-    assert calls[-1] == (True, False, True)
+    assert calls[-1] == (True, False, True, False)
+    q, k, v = (randn(1, 300, 2, 128, dtype=BF16, requires_grad=True) for _ in range(3))
+    flash_attn_func(q, k, v).sum().backward()  # d128 without a mask: its dQ waits on `empty`
+    assert calls[-1] == (True, True, True, True)
     n = len(calls)
     q, k, v = (randn(1, 300, 2, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True, deterministic=True)

@@ -100,7 +100,7 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row' or None; the backward defers dQ
-    only when it is split, and adds into a dQ accumulator only if it is float32, contiguous and
+    only when it is split (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only if it is float32, contiguous and
     shaped like q. Refused before the device is touched."""
     from flashtriton.configs import make_params
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
@@ -112,6 +112,8 @@ def test_gluon_launchers_reject_unknown_options():
                        "diagonal")
     with pytest.raises(ValueError, match="defer_dq needs split_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
+    with pytest.raises(ValueError, match="dq_on_empty needs defer_dq"):
+        attn_bwd_gluon(q, q, q, q, q, q, make_params(64), split_dq=True, dq_on_empty=True)
     for dq in (torch.zeros(q.shape, dtype=torch.bfloat16), torch.zeros(1, 64, 2, 32),
                torch.zeros(1, 2, 64, 64).transpose(1, 2)):
         with pytest.raises(ValueError, match="dq must be a contiguous float32 tensor"):

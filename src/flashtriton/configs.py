@@ -92,6 +92,8 @@ class KernelConfig:
     split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
     #                         half of dQ's columns (one dQ reduction per step, not two)
     defer_dq: bool = False  # Gluon backward, split dQ: a step's dQ product runs in the next step
+    dq_on_empty: bool = False  # Gluon backward, deferred dQ: that product waits on the Q/dO
+    #                            ring's `empty` barriers, not on dS barriers of its own
     persistent: bool = False  # Gluon forward: one program per SM walks the tiles
     tile_order: str | None = None  # Gluon persistent causal forward: "head" / "row" major tile
     #                               list; None: the launcher's balance model chooses
@@ -235,6 +237,12 @@ _BWD = {
 # 1k 230.0 262.6 / 249.5 258.9; without a mask three slots lose (16k 435.0 432.8 / 429.7
 # 427.8, 4k -1.5%, 1k -6.3%). So d64 causal takes three slots (166,904 bytes of shared
 # memory against 149,984 with two).
+# The deferred dQ product waiting on the Q/dO ring's `empty` barriers instead of dS barriers
+# of its own (dq_on_empty: one arrival, and its warpgroup barrier, fewer per step), session
+# 16: 2026-11-30-s16-ab-bwd-ds-via-empty-*.json (scripts/gpu_ab.sh bench, old / new / new /
+# old): d128 without a mask 4k 510.4 498.5 / 521.9 521.4 (+3.4%), 16k 544.8 548.1 / 544.3
+# 550.8 (+0.2%), 1k 354.5 357.8 / 432.3 378.3; d64 slower (without a mask -1.6% to -2.9%,
+# causal +0.8% to -0.9%). So only d128 without a mask takes it.
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
@@ -242,7 +250,7 @@ _BWD_GLUON = {
     (64, True): KernelConfig(64, 128, 4, 3, gluon=True, split_dq=True, defer_dq=True,
                              persistent=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                               persistent=True),
+                               dq_on_empty=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}

@@ -118,7 +118,7 @@ def _gluon_bwd(shape: Shape):
                              make_params(shape.head_dim), shape.block_m or cfg.block_m,
                              shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
                              split_dq=cfg.split_dq, persistent=cfg.persistent,
-                             defer_dq=cfg.defer_dq)
+                             defer_dq=cfg.defer_dq, dq_on_empty=cfg.dq_on_empty)
 
 
 def _production_bwd(deterministic: bool):

@@ -460,7 +460,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
                                     persistent=cfg.persistent, defer_dq=cfg.defer_dq,
-                                    dq=dq_acc, record=record)
+                                    dq_on_empty=cfg.dq_on_empty, dq=dq_acc, record=record)
         if record:
             store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0]))
         return dq.to(q.dtype), dk, dv

@@ -168,13 +168,17 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
 def _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait):
     """Issue step ``s``'s dQ product for warpgroup WG (asynchronous; the caller waits): split dQ
     (``zero_dq`` narrower than the head dim) waits (if ``wait``) for both warpgroups' dSᵀ of the
-    step and takes WG's columns over both key halves; otherwise its own dSᵀ against its own K."""
+    step and takes WG's columns over both key halves; otherwise its own dSᵀ against its own K.
+    ``ds_ready``: the barriers, one per step parity, that both arrive on once their dSᵀ is
+    stored, or (deferred dQ, ``dq_on_empty``) the Q/dO ring's ``empty`` barriers, one per slot,
+    which both arrive on later in the step, once its products are done."""
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DQ_COLS: gl.constexpr = zero_dq.type.shape[1]
+    BARRIERS: gl.constexpr = ds_ready.type.shape[0]
     par = (s + PARITIES) % PARITIES  # s may be -1 (not waited for): a valid buffer still
     buf = par * 2
     if DQ_COLS < k_s.type.shape[1]:
-        mbarrier.wait(ds_ready.index(par), (s // PARITIES) & 1, pred=wait)
+        mbarrier.wait(ds_ready.index((s + BARRIERS) % BARRIERS), (s // BARRIERS) & 1, pred=wait)
         dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
                            k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
                            use_acc=False, is_async=True)
@@ -219,7 +223,7 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
-    (Q, DQ, DK, DV, ds_smem, dq_smem, ds_ready, qk_scale, scale_ds, stride_dqb, stride_dqm,
+    (Q, DQ, DK, DV, ds_smem, dq_smem, ds_sync, qk_scale, scale_ds, stride_dqb, stride_dqm,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
@@ -229,6 +233,16 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DEFER_DQ: gl.constexpr = PARITIES > 2  # a step's dQ product in the next step
+    # what a split dQ product waits on for the step's two dSᵀ: ds_ready, one barrier per step
+    # parity, arrived on as soon as dSᵀ is stored; or, if the kernel passes no ds_ready
+    # (DQ_ON_EMPTY, deferred dQ), the Q/dO ring's `empty`, which both consumers arrive on once
+    # the step's products are done, so its dSᵀ is stored: one arrival, and the warpgroup
+    # barrier Triton puts before it, fewer per step
+    DQ_ON_EMPTY: gl.constexpr = len(ds_sync) == 0
+    if DQ_ON_EMPTY:
+        dq_bars = empty
+    else:
+        dq_bars = ds_sync[0]
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     # Sᵀ, dPᵀ: [BLOCK_N keys, BLOCK_M queries] (lse and δ one per column); dK, dV:
@@ -306,16 +320,16 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             ds_smem.index(buf + WG).store(dst)
             fence_async_shared()
             gl.thread_barrier()  # every thread's share of dSᵀ is in place before an MMA reads it
-            if SPLIT_DQ:
-                mbarrier.arrive(ds_ready.index(s % PARITIES))
+            if SPLIT_DQ and not DQ_ON_EMPTY:
+                mbarrier.arrive(dq_bars.index(s % PARITIES))
             dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
             # dQ of the previous step with DEFER_DQ (a tile's first step has none: its product,
             # on a stale dSᵀ buffer no one writes before this step ends, is dropped, since an MMA
             # in flight cannot enter a branch), else of this step
             if DEFER_DQ:
-                dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s - 1, WG, it > 0)
+                dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s - 1, WG, it > 0)
             else:
-                dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG, True)
+                dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s, WG, True)
             dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
             mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
             if DEFER_DQ:
@@ -327,7 +341,7 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
                 _dq_add(dq_desc, dq_s, dq * scale_ds, b, m0, head * HEAD_DIM + col0)
         if DEFER_DQ:  # the tile's last step's dQ, before K may be replaced
             if n_steps > 0:
-                dq = _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, step + n_steps - 1, WG,
+                dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, step + n_steps - 1, WG,
                                  True)
                 dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
                 _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
@@ -362,7 +376,8 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                 SPLIT_DQ: gl.constexpr, DEFER_DQ: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
+                 SPLIT_DQ: gl.constexpr, DEFER_DQ: gl.constexpr, DQ_ON_EMPTY: gl.constexpr,
+                 CONSUMER_WARPS: gl.constexpr):
     """Tiles of 2·BLOCK_N keys of a key head (see the module docstring), t = program_id,
     + num_programs, … in ``_bwd_tile``'s order: one tile per program when the grid has one
     program per tile, or persistent (one program per SM) with the Q/dO ring's positions, the
@@ -417,7 +432,12 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
-    work = (staged, kv, schedule, (Q, DQ, DK, DV, ds_smem, dq_smem, ds_ready, qk_scale, scale_ds,
+    # ds_ready for the consumers, or none: a deferred dQ product may wait on `empty` instead
+    if DQ_ON_EMPTY:
+        ds_sync = ()
+    else:
+        ds_sync = (ds_ready,)
+    work = (staged, kv, schedule, (Q, DQ, DK, DV, ds_smem, dq_smem, ds_sync, qk_scale, scale_ds,
                                    stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh,
                                    stride_dvb, stride_dvn, stride_dvh))
     # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
@@ -437,13 +457,16 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
-                   persistent: bool = False, defer_dq: bool = False, dq=None, record=None):
+                   persistent: bool = False, defer_dq: bool = False, dq_on_empty: bool = False,
+                   dq=None, record=None):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
     ``persistent``: one program per SM walks the tiles (else one program per tile);
     ``defer_dq`` (split dQ only): a step's dQ product is issued in the next step, so neither
-    warpgroup waits for the other's dSᵀ of the step it has just computed. ``dq``: the float32
+    warpgroup waits for the other's dSᵀ of the step it has just computed; ``dq_on_empty``
+    (deferred dQ only): that product waits on the Q/dO ring's ``empty`` barriers instead of
+    barriers of its own (one arrival fewer per step). ``dq``: the float32
     accumulator, already zeroed (``kernels.bwd`` zeroes it in its preprocess launch); by
     default a fresh zeroed one. ``record``: a list to append the launch's cached entry, its
     grid and the arguments after the nine tensors to (for a call plan, see
@@ -451,6 +474,9 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     if defer_dq and not split_dq:
         raise ValueError("attn_bwd_gluon: defer_dq needs split_dq (only split dQ waits for the "
                          "other warpgroup's dS)")
+    if dq_on_empty and not defer_dq:
+        raise ValueError("attn_bwd_gluon: dq_on_empty needs defer_dq (only a deferred dQ "
+                         "product can wait for the step's end)")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -477,6 +503,7 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     entry = launch(_attn_bwd_ws, grid, q, k, v, do, lse, delta, dq, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages,
                    CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
+                   DQ_ON_EMPTY=dq_on_empty,
                    CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
     if record is not None and entry is not None:
         record.append((entry, grid3(grid), rest))
