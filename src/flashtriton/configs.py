@@ -242,7 +242,9 @@ _BWD = {
 # 16: 2026-11-30-s16-ab-bwd-ds-via-empty-*.json (scripts/gpu_ab.sh bench, old / new / new /
 # old): d128 without a mask 4k 510.4 498.5 / 521.9 521.4 (+3.4%), 16k 544.8 548.1 / 544.3
 # 550.8 (+0.2%), 1k 354.5 357.8 / 432.3 378.3; d64 slower (without a mask -1.6% to -2.9%,
-# causal +0.8% to -0.9%). So only d128 without a mask takes it.
+# causal +0.8% to -0.9%). So only d128 without a mask takes it. Its A/B as shipped
+# (2026-11-30-s16-ab-bwd-d128-dq-on-empty-*.json): 1k +1.1%, 4k 511.4 509.5 / 517.3 515.9
+# (+1.2%), 16k +0.2%.
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
