@@ -5,8 +5,9 @@
 #   scripts/branch_trees.sh trees fwd-fewer-barriers bwd-fewer-barriers
 #
 # writes trees/<branch>/ with the branch's src/, tests/, scripts/ and pyproject.toml (from git,
-# not the working tree). The folder travels to the GPU machine as an untracked file; do not
-# commit it, and remove it afterwards.
+# not the working tree), and a COMMIT file holding the branch's short hash (for the bench
+# JSON's meta, see scripts/gpu_ab.sh). The folder travels to the GPU machine as an untracked
+# file; do not commit it, and remove it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: scripts/branch_trees.sh DIR BRANCH..." >&2; exit 2; }
@@ -17,5 +18,6 @@ for branch in "$@"; do
   dest="$DIR/$branch"
   rm -rf "$dest"; mkdir -p "$dest"
   git archive "$branch" src tests scripts pyproject.toml | tar -x -C "$dest"
-  echo "$dest: $(git rev-parse --short "$branch")"
+  git rev-parse --short "$branch" > "$dest/COMMIT"
+  echo "$dest: $(cat "$dest/COMMIT")"
 done

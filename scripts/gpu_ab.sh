@@ -2,6 +2,7 @@
 # A/B on the GPU: another tree's kernels against this tree's, then a side-by-side table.
 #
 #   git worktree add /tmp/old REF && cp -r /tmp/old/src ab_old     # once, on the CPU machine
+#   git rev-parse --short REF > ab_old/COMMIT
 #   OUT=out scripts/gpu_ab.sh ab_old --pass fwd --headdims 64 --seqlens 1024,16384 --causal 1 \
 #       --fwd-space "'128:128;4;2;gluonpers'"
 #   OUT=out scripts/gpu_ab.sh ab_old bench --quick --passes bwd --headdims 64 \
@@ -15,17 +16,29 @@
 # - `bench` and `flashtriton bench`'s arguments: four bench runs, old / new / new / old, so
 #   that a drift of the clock over the runs falls on both trees alike ($OUT/ab-1-old.json …
 #   $OUT/ab-4-old.json and their logs; table by scripts/ab_bench.py).
+# Each side's bench JSON names the commit it ran (meta.commit): the old side's from
+# $AB_OLD_COMMIT, else a COMMIT file in its folder (as above), else "unknown"; the new side's
+# from a COMMIT file beside its src/ (scripts/branch_trees.sh writes one), else
+# $FLASHTRITON_COMMIT (the working tree on the GPU machine has no .git).
 set -uo pipefail
 OLD_SRC="$(cd "$1" && pwd)"; shift
 source "$(dirname "$0")/gpu_env.sh"
 NEW_SRC="$PWD/src"
 path_for() { local src=$NEW_SRC; [ "$1" = old ] && src=$OLD_SRC; echo "$src${PYTHONPATH#$NEW_SRC}"; }
+commit_in() { [ -f "$1/COMMIT" ] && cat "$1/COMMIT"; }
+OLD_COMMIT="${AB_OLD_COMMIT:-$(commit_in "$OLD_SRC")}"
+NEW_COMMIT="$(commit_in "$NEW_SRC/..")"
+commit_for() {
+  if [ "$1" = old ]; then echo "${OLD_COMMIT:-unknown}"
+  else echo "${NEW_COMMIT:-${FLASHTRITON_COMMIT:-unknown}}"; fi
+}
 if [ "${1:-}" = bench ]; then
   shift
   i=0
   for side in old new new old; do
     i=$((i + 1))
-    step "ab-$i-$side" 280 sh -c "PYTHONPATH='$(path_for $side)' python3 -m flashtriton.cli bench \
+    step "ab-$i-$side" 280 sh -c "PYTHONPATH='$(path_for $side)' \
+        FLASHTRITON_COMMIT='$(commit_for $side)' python3 -m flashtriton.cli bench \
         --plain --out '$OUT/ab-$i-$side.json' $* > '$OUT/ab-$i-$side.log' 2>&1"
   done
   python3 scripts/ab_bench.py --old "$OUT/ab-1-old.json" "$OUT/ab-4-old.json" \

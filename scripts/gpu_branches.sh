@@ -32,7 +32,9 @@ for spec in "$@"; do
       | tee -a "$OUT/steps.txt"
   [ $rc -eq 0 ] || continue
   # the branch's own gpu_ab.sh, so that its tree is "new" and this one's src "old"
-  OUT="$res/ab" bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" bench --quick \
+  # this tree is the old side: its commit is the one the call was given
+  OUT="$res/ab" AB_OLD_COMMIT="${FLASHTRITON_COMMIT:-unknown}" \
+      bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" bench --quick \
       --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3 $bench \
       | tee "$res/ab-table.txt"
 done

@@ -1,6 +1,6 @@
-"""scripts/branch_trees.sh: a branch's code copied out of git into a folder, as the GPU
-machine's A/B of several branches (scripts/gpu_branches.sh) reads it; an unknown branch
-refused."""
+"""scripts/branch_trees.sh: a branch's code copied out of git into a folder, with its commit,
+as the GPU machine's A/B of several branches (scripts/gpu_branches.sh) reads it; an unknown
+branch refused."""
 
 import subprocess
 from pathlib import Path
@@ -29,6 +29,9 @@ def test_head_copied_from_git(tmp_path):
         committed = _git("show", f"HEAD:{path}").stdout
         assert (tree / path).read_text() == committed, f"{path} differs from HEAD's"
     assert not (tree / "docs").exists(), "only src, tests, scripts and pyproject.toml"
+    # the branch's hash, for the bench JSON's meta (scripts/gpu_ab.sh)
+    head = _git("rev-parse", "--short", "HEAD").stdout.strip()
+    assert (tree / "COMMIT").read_text().strip() == head
 
 
 def test_unknown_branch_refused(tmp_path):

@@ -1,0 +1,36 @@
+"""scripts/gpu_ab.sh's bench mode, run on the CPU under the interpreter on a tiny shape: four
+bench runs, old / new / new / old, each JSON naming the commit its side ran, and the table."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_each_side_names_its_commit(tmp_path):
+    old = tmp_path / "ab_old"  # a copy of the package, as the script's usage shows
+    shutil.copytree(ROOT / "src/flashtriton", old / "flashtriton",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (old / "COMMIT").write_text("0ld5678\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "TRITON_INTERPRET": "1",
+           "FLASHTRITON_COMMIT": "new1234",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("AB_OLD_COMMIT", None)
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_ab.sh"), str(old), "bench", "--passes", "fwd",
+         "--headdims", "16", "--seqlens", "32", "--tokens", "64", "--hidden", "32",
+         "--dtypes", "bf16", "--causal", "no", "--providers", "flashtriton", "--rounds", "1",
+         "--device", "cpu", "--warmup-ms", "1", "--rep-ms", "2"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for i, side in enumerate(("old", "new", "new", "old"), 1):
+        meta = json.loads((out / f"ab-{i}-{side}.json").read_text())["meta"]
+        assert meta["commit"] == ("0ld5678" if side == "old" else "new1234"), (i, meta)
+    table = run.stdout.splitlines()
+    assert table[-2].split()[:3] == ["pass", "dtype", "d"], run.stdout
+    assert table[-1].split()[:5] == ["fwd", "bf16", "16", "32", "False"], run.stdout
