@@ -29,7 +29,29 @@ from flashtriton.kernels.fwd import attn_fwd
 
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
          "gluonpppers", "gluonsplitpers", "gluonsplitdefer", "gluonsplitdeferpers",
+         "gluonsplitdeferempty", "gluonsplitdeferemptypers",
          "gluonpershead", "gluonpersrow")  # see --fwd-space
+
+
+def parse_space(spec: str) -> list[KernelConfig]:
+    """The configs of a space, "blocks;warps;stages;loads", several joined by "|"."""
+    configs = []
+    for part in spec.split("|"):
+        blocks, warps, stages, loads = part.split(";")
+        for bl, w, st, ld in itertools.product(blocks.split(","), warps.split(","),
+                                               stages.split(","), loads.split(",")):
+            if ld not in LOADS:
+                raise SystemExit(f"tune.py: unknown loads token {ld!r} (one of {', '.join(LOADS)})")
+            bm, bn = bl.split(":")
+            configs.append(KernelConfig(
+                int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
+                warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
+                gluon=ld.startswith("gluon"), pingpong=ld in ("gluonpp", "gluonpppers"),
+                split_dq=ld.startswith("gluonsplit"), defer_dq="defer" in ld,
+                dq_on_empty="empty" in ld, persistent="pers" in ld,
+                tile_order=("row" if ld.endswith("row") else
+                            "head" if ld.endswith("head") else None)))
+    return configs
 
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
@@ -62,7 +84,8 @@ def main():
     # gluonsplit = the backward's with dQ's columns split between the consumers;
     # gluonpers / gluonpppers = the forward's persistent kernel, without / with ping-pong;
     # gluonsplitpers = the backward's split-dQ kernel, persistent; gluonsplitdefer[pers] = the
-    # same with each step's dQ product deferred to the next step; gluonpershead / gluonpersrow =
+    # same with each step's dQ product deferred to the next step; gluonsplitdeferempty[pers] =
+    # that product waiting on the Q/dO ring's empty barriers; gluonpershead / gluonpersrow =
     # the persistent forward with its causal tiles listed head- or row-block-major)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
@@ -74,28 +97,7 @@ def main():
     fp8 = dtype == torch.float8_e4m3fn
     results = []
 
-    def space(spec):  # "blocks;warps;stages;loads", several joined by "|"
-        for part in spec.split("|"):
-            yield from _space(part)
-
-    def _space(spec):
-        blocks, warps, stages, loads = spec.split(";")
-        for bl, w, st, ld in itertools.product(blocks.split(","), warps.split(","),
-                                               stages.split(","), loads.split(",")):
-            if ld not in LOADS:
-                raise SystemExit(f"tune.py: unknown loads token {ld!r} (one of {', '.join(LOADS)})")
-            bm, bn = bl.split(":")
-            yield KernelConfig(int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
-                               warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
-                               gluon=ld.startswith("gluon"),
-                               pingpong=ld in ("gluonpp", "gluonpppers"),
-                               split_dq=ld.startswith("gluonsplit"),
-                               defer_dq="defer" in ld,
-                               persistent="pers" in ld,
-                               tile_order=("row" if ld.endswith("row") else
-                                           "head" if ld.endswith("head") else None))
-
-    spaces = {"fwd": list(space(args.fwd_space)), "bwd": list(space(args.bwd_space))}  # checked
+    spaces = {"fwd": parse_space(args.fwd_space), "bwd": parse_space(args.bwd_space)}  # checked
     for pas in args.passes.split(","):
         for d, s, causal in itertools.product(map(int, args.headdims.split(",")),
                                               map(int, args.seqlens.split(",")),

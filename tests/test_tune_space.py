@@ -1,0 +1,36 @@
+"""scripts/tune.py's search spaces: each loads token gives the config it names, several spaces
+join with '|', and an unknown token is refused (the sweep itself needs a GPU)."""
+
+import pytest
+
+from helpers import load_script
+
+
+@pytest.fixture(scope="module")
+def tune():
+    return load_script("tune")
+
+
+def test_backward_tokens(tune):
+    split, defer, empty, empty_pers = tune.parse_space(
+        "64:128;4;2;gluonsplit,gluonsplitdefer,gluonsplitdeferempty,gluonsplitdeferemptypers")
+    assert (split.gluon, split.split_dq, split.defer_dq, split.dq_on_empty) == (True, True,
+                                                                                False, False)
+    assert defer.defer_dq and not defer.dq_on_empty and not defer.persistent
+    assert empty.defer_dq and empty.dq_on_empty and not empty.persistent
+    assert empty_pers.defer_dq and empty_pers.dq_on_empty and empty_pers.persistent
+    assert (empty.block_m, empty.block_n, empty.num_warps, empty.num_stages) == (64, 128, 4, 2)
+
+
+def test_spaces_joined_and_products(tune):
+    configs = tune.parse_space("128:64,128:128;4,8;2;tma|128:128;4;3;gluonpersrow")
+    assert len(configs) == 5
+    assert {(c.block_n, c.num_warps) for c in configs[:4]} == {(64, 4), (64, 8), (128, 4),
+                                                               (128, 8)}
+    last = configs[-1]
+    assert last.gluon and last.persistent and last.tile_order == "row" and last.num_stages == 3
+
+
+def test_unknown_token_refused(tune):
+    with pytest.raises(SystemExit, match="unknown loads token 'gluonsplitempty'"):
+        tune.parse_space("64:128;4;2;gluonsplitempty")
