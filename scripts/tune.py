@@ -53,6 +53,7 @@ def parse_space(spec: str) -> list[KernelConfig]:
                             "head" if ld.endswith("head") else None)))
     return configs
 
+
 def flops(b, h, s, d, causal, pas):
     f = 4 * b * h * s * s * d / (2 if causal else 1)
     return f * (2.5 if pas == "bwd" else 1.0)

@@ -25,7 +25,9 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   with a 64-byte swizzle so that its 32-column halves start on a swizzle row). Computed in its
   own step, that product makes the warpgroup that finished its dS first wait for the other's;
   with DEFER_DQ it is issued in the next step (dS buffers of four step parities), so each
-  waits only for the other's previous step. No warpgroup MMA stays in flight across the
+  waits only for the other's previous step; with DQ_ON_EMPTY it waits for that step on the
+  Q/dO ring's ``empty`` barrier, which both arrive on at the step's end anyway, instead of an
+  mbarrier of its own (one arrival fewer per step). No warpgroup MMA stays in flight across the
   loop's back edge (ptxas serializes every MMA of the kernel otherwise; see fwd_gluon.py).
 
 The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
@@ -433,6 +435,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
     # ds_ready for the consumers, or none: a deferred dQ product may wait on `empty` instead
+    # (ds_ready is allocated either way: the layout the GPU suite ran in session 16)
     if DQ_ON_EMPTY:
         ds_sync = ()
     else:
