@@ -100,8 +100,9 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row' or None; the backward defers dQ
-    only when it is split (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only if it is float32, contiguous and
-    shaped like q. Refused before the device is touched."""
+    only when it is split (and waits for it on `empty` only when deferred), and adds into a dQ
+    accumulator only if it is float32, contiguous and shaped like q. Refused before the device
+    is touched."""
     from flashtriton.configs import make_params
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
