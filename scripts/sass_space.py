@@ -1,0 +1,124 @@
+"""Compile every config of a tuning space for sm_90a on any machine (no GPU) and print what
+ptxas makes of each: registers, shared memory, spill bytes, serialized warpgroup MMAs. It
+prunes a `scripts/tune.py` sweep before device time is spent on it: a config that needs more
+shared memory than an SM has (232,448 bytes on the H200) cannot launch, and spills or
+serialized MMAs are a cost the sweep would only find by timing.
+
+    PYTHONPATH=src python3 scripts/sass_space.py --pass bwd --headdim 256 \\
+        --space '64:64,64:32;4,8;1,2;tma,ptr' [--causal] [--json out.json]
+
+The space is tune.py's ("blocks;warps;stages;loads", several joined by "|"). Each config is
+launched as the library would launch it on the H200: the `tl` kernels through kernels/fwd.py
+and kernels/bwd.py with `config=` (the config's `tma` flag decides its loads), the Gluon
+kernels (`gluon…` tokens) through their launchers; every launch of the call is compiled
+(`flashtriton.analysis.sass`), so a two-kernel backward reports both. A config that fails to
+compile is reported as such, not skipped. Run with TRITON_INTERPRET unset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from flashtriton.analysis.sass import capture_launches, compile_launch
+from flashtriton.configs import KernelConfig, make_params
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tune.py, beside this script
+from tune import parse_space  # noqa: E402
+
+SHARED_PER_SM = 232_448  # bytes a block may use on the H200 (sm_90)
+
+
+def launch(pas: str, cfg: KernelConfig, head_dim: int, causal: bool, dtype=torch.bfloat16):
+    """The library's call for ``cfg`` on small CPU tensors (captured, not run)."""
+    q, k, v = (torch.empty(1, 256, 2, head_dim, dtype=dtype) for _ in range(3))
+    params = make_params(head_dim, causal=causal)
+    if pas == "fwd":
+        if cfg.gluon:
+            from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+            attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
+                           cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order)
+        else:
+            from flashtriton.kernels.fwd import attn_fwd
+            attn_fwd(q, k, v, params, config=cfg)
+        return
+    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+    if cfg.gluon:
+        from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
+        attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse, params, cfg.block_m, cfg.block_n,
+                       cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
+                       persistent=cfg.persistent, defer_dq=cfg.defer_dq,
+                       dq_on_empty=cfg.dq_on_empty)
+    else:
+        from flashtriton.kernels.bwd import attn_bwd
+        attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse, params, config=cfg)
+
+
+# the attention kernels (not the backward's preprocess or a zero fill)
+MAIN_KERNELS = ("_attn_fwd", "_attn_fwd_ws", "_attn_fwd_persistent", "_attn_bwd_dkdv",
+                "_attn_bwd_dq", "_attn_bwd_ws")
+
+
+def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dict]:
+    """One row per attention kernel the call launches, or one row with the error."""
+    label = {"pass": pas, "head_dim": head_dim, "causal": causal, **cfg.__dict__}
+    try:
+        launches = [x for x in capture_launches(lambda: launch(pas, cfg, head_dim, causal))
+                    if x["name"] in MAIN_KERNELS]
+        rows = []
+        for x in launches:
+            r = compile_launch(x)
+            rows.append({**label, "kernel": r["kernel"], "status": "ok",
+                         "registers": r["registers"], "shared_bytes": r["shared_bytes"],
+                         "fits": r["shared_bytes"] <= SHARED_PER_SM,
+                         "spill_bytes": r["spill_bytes"],
+                         "wgmma_serialized": r["wgmma_serialized"],
+                         "hgmma": r["instructions"]["HGMMA"]})
+        return rows or [{**label, "status": "error", "note": "no attention kernel launched"}]
+    except Exception as exc:  # a launcher's refusal or a compile failure: reported, not fatal
+        return [{**label, "status": "error", "note": f"{type(exc).__name__}: {str(exc)[:160]}"}]
+
+
+def _token(cfg: KernelConfig) -> str:
+    flags = [k for k in ("gluon", "pingpong", "split_dq", "defer_dq", "dq_on_empty",
+                         "persistent") if getattr(cfg, k)]
+    loads = "tma" if cfg.tma else "ptr"
+    return (f"{cfg.block_m}:{cfg.block_n};{cfg.num_warps};{cfg.num_stages};{loads}"
+            + (" " + ",".join(flags) if flags else ""))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pass", dest="pas", choices=["fwd", "bwd"], required=True)
+    ap.add_argument("--headdim", type=int, required=True)
+    ap.add_argument("--space", required=True, help="tune.py's: 'blocks;warps;stages;loads'|...")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    args = ap.parse_args(argv)
+    from flashtriton.kernels.common import is_interpreting
+
+    if is_interpreting():
+        raise SystemExit("sass_space.py: unset TRITON_INTERPRET (the interpreter cannot compile)")
+    rows = []
+    for cfg in parse_space(args.space):
+        for r in report(args.pas, cfg, args.headdim, args.causal):
+            rows.append(r)
+            if r["status"] == "ok":
+                print(f"{_token(cfg):40s} {r['kernel']:20s} regs {r['registers']:3d}  shared "
+                      f"{r['shared_bytes']:7,d}{'' if r['fits'] else ' (too much)'}  spills "
+                      f"{r['spill_bytes']:5d}{'  serialized MMAs' if r['wgmma_serialized'] else ''}",
+                      flush=True)
+            else:
+                print(f"{_token(cfg):40s} error: {r['note']}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
