@@ -108,10 +108,10 @@ def main(argv=None) -> int:
         for r in report(args.pas, cfg, args.headdim, args.causal):
             rows.append(r)
             if r["status"] == "ok":
+                serial = "  serialized MMAs" if r["wgmma_serialized"] else ""
                 print(f"{_token(cfg):40s} {r['kernel']:20s} regs {r['registers']:3d}  shared "
                       f"{r['shared_bytes']:7,d}{'' if r['fits'] else ' (too much)'}  spills "
-                      f"{r['spill_bytes']:5d}{'  serialized MMAs' if r['wgmma_serialized'] else ''}",
-                      flush=True)
+                      f"{r['spill_bytes']:5d}{serial}", flush=True)
             else:
                 print(f"{_token(cfg):40s} error: {r['note']}", flush=True)
     if args.json:
