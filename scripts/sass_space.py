@@ -80,7 +80,8 @@ def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dic
                          "hgmma": r["instructions"]["HGMMA"]})
         return rows or [{**label, "status": "error", "note": "no attention kernel launched"}]
     except Exception as exc:  # a launcher's refusal or a compile failure: reported, not fatal
-        return [{**label, "status": "error", "note": f"{type(exc).__name__}: {str(exc)[:160]}"}]
+        note = " ".join(str(exc).split())[:160]  # one line (ptxas's messages run over several)
+        return [{**label, "status": "error", "note": f"{type(exc).__name__}: {note}"}]
 
 
 def _token(cfg: KernelConfig) -> str:
