@@ -27,9 +27,9 @@ from flashtriton.kernels.bwd import attn_bwd
 from flashtriton.kernels.fwd import attn_fwd
 
 
-LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "gluon", "gluonpp", "gluonsplit", "gluonpers",
-         "gluonpppers", "gluonsplitpers", "gluonsplitdefer", "gluonsplitdeferpers",
-         "gluonsplitdeferempty", "gluonsplitdeferemptypers",
+LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "tmasep", "ptrsep", "gluon", "gluonpp",
+         "gluonsplit", "gluonpers", "gluonpppers", "gluonsplitpers", "gluonsplitdefer",
+         "gluonsplitdeferpers", "gluonsplitdeferempty", "gluonsplitdeferemptypers",
          "gluonpershead", "gluonpersrow")  # see --fwd-space
 
 
@@ -44,8 +44,9 @@ def parse_space(spec: str) -> list[KernelConfig]:
                 raise SystemExit(f"tune.py: unknown loads token {ld!r} (one of {', '.join(LOADS)})")
             bm, bn = bl.split(":")
             configs.append(KernelConfig(
-                int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq"),
+                int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq", "ptrsep"),
                 warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
+                fused_dq=not ld.endswith("sep"),
                 gluon=ld.startswith("gluon"), pingpong=ld in ("gluonpp", "gluonpppers"),
                 split_dq=ld.startswith("gluonsplit"), defer_dq="defer" in ld,
                 dq_on_empty="empty" in ld, persistent="pers" in ld,
@@ -79,6 +80,7 @@ def main():
                          "session 9 it was 25)")
     # blocks; warps; stages; loads (tma, ws = tma + warp specialization, ptr = pointer loads,
     # dqtma / ptrdq = tma / pointer loads with the backward's dQ reduced through a descriptor,
+    # tmasep / ptrsep = the backward's two-kernel path (dK/dV, then dQ in a kernel of its own),
     # gluon = the Gluon kernel where it applies: forward, a TMA producer and two consumer
     # warpgroups of `warps` warps each, block_m rows split between them, `stages`-deep K/V rings;
     # backward, the dK/dV kernel; gluonpp = the forward's with the consumers taking turns;

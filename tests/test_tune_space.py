@@ -22,6 +22,12 @@ def test_backward_tokens(tune):
     assert (empty.block_m, empty.block_n, empty.num_warps, empty.num_stages) == (64, 128, 4, 2)
 
 
+def test_two_kernel_backward_tokens(tune):
+    sep, ptrsep, fused = tune.parse_space("64:64;8;2;tmasep,ptrsep,tma")
+    assert not sep.fused_dq and sep.tma and not ptrsep.fused_dq and not ptrsep.tma
+    assert fused.fused_dq and fused.tma and not fused.gluon
+
+
 def test_spaces_joined_and_products(tune):
     configs = tune.parse_space("128:64,128:128;4,8;2;tma|128:128;4;3;gluonpersrow")
     assert len(configs) == 5
