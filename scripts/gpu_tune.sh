@@ -17,7 +17,10 @@
 # dQ product deferred to the next step, or not; both launches), fwd-c3-causal (d64 causal: two
 # consumers or three, persistent tiles head- or row-block-major), fwd-row-d128 (d128 causal,
 # persistent with the modeled order or one program per tile), fwd-c3-8k (d64 causal at 8192
-# keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice).
+# keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice),
+# bwd-d128c-empty (d128 causal, deferred dQ on its own barriers or on `empty`, or not deferred;
+# both launches; 1k-16k), bwd-d256-spills (d256, the tl configs that spill least, atomic dQ or
+# two kernels).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -103,6 +106,14 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluon,gluonpers|192:128;4;2;gluonpershead,gluonpersrow'" ;;
     bwd-defer-d128c) sweep bwd-defer-d128c 60 --pass bwd --headdims 128 --seqlens 4096 --causal 1 \
         --bwd-space "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers|64:128;4;2;gluonsplitpers,gluonsplitdeferpers'" ;;
+    # session 16: the d128 causal backward with deferred dQ waiting on `empty`, both launches
+    bwd-d128c-empty) sweep bwd-d128c-empty 120 --pass bwd --headdims 128 \
+        --seqlens 1024,4096,16384 --causal 1 --bwd-space \
+        "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplit,gluonsplitdefer,gluonsplitdeferempty'" ;;
+    # session 16: the d256 tl backward's configs that spill least (scripts/sass_space.py)
+    bwd-d256-spills) sweep bwd-d256-spills 90 --pass bwd --headdims 256 --seqlens 4096 \
+        --causal 0,1 --bwd-space \
+        "'64:64;8;1;ptr|64:32;8;2;ptr|64:16;8;1;tma|64:64;8;2;tmasep,ptrsep|32:64;8;2;tmasep|64:32;8;2;ptrsep'" ;;
     fwd-row-d128) sweep fwd-row-d128 90 --pass fwd --headdims 128 --seqlens 4096,16384 --causal 1 \
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
