@@ -11,34 +11,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_space_rows(tmp_path):
+def _run(tmp_path, *args):
+    """The script's rows (from its --json file) and its printed table."""
     out = tmp_path / "rows.json"
     env = {**os.environ, "TRITON_INTERPRET": "0",
            "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/sass_space.py"), "--pass", "bwd", "--headdim", "64",
-         "--space", "64:64;4;3;tma|64:128;4;2;gluonsplit", "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=900)
+    run = subprocess.run([sys.executable, str(ROOT / "scripts/sass_space.py"), *args,
+                          "--json", str(out)], capture_output=True, text=True, env=env,
+                         timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    rows = json.loads(out.read_text())["rows"]
+    return json.loads(out.read_text())["rows"], run.stdout
+
+
+def test_space_rows(tmp_path):
+    rows, table = _run(tmp_path, "--pass", "bwd", "--headdim", "64",
+                       "--space", "64:64;4;3;tma|64:128;4;2;gluonsplit")
     # tune.py's tl configs add dQ atomically in the dK/dV kernel: one kernel
     (tl,) = [r for r in rows if not r["gluon"]]
     assert tl["kernel"] == "_attn_bwd_dkdv" and tl["status"] == "ok", rows
     assert tl["fits"] and tl["registers"] > 0 and (tl["block_m"], tl["num_stages"]) == (64, 3)
     (gluon,) = [r for r in rows if r["gluon"]]
     assert gluon["kernel"] == "_attn_bwd_ws" and gluon["split_dq"] and gluon["hgmma"] > 0
-    assert "_attn_bwd_dkdv" in run.stdout and "_attn_bwd_ws" in run.stdout
+    assert "_attn_bwd_dkdv" in table and "_attn_bwd_ws" in table
 
 
 def test_refused_config_is_an_error_row(tmp_path):
-    out = tmp_path / "rows.json"
-    env = {**os.environ, "TRITON_INTERPRET": "0",
-           "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/sass_space.py"), "--pass", "bwd", "--headdim", "256",
-         "--space", "64:128;4;2;gluonsplit", "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    (row,) = json.loads(out.read_text())["rows"]
+    rows, table = _run(tmp_path, "--pass", "bwd", "--headdim", "256",
+                       "--space", "64:128;4;2;gluonsplit")
+    (row,) = rows
     assert row["status"] == "error" and "covers 64 and 128, not 256" in row["note"]
-    assert "error:" in run.stdout
+    assert "error:" in table
