@@ -25,10 +25,10 @@ from datetime import datetime
 import torch
 
 from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
-from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
+from flashtriton.bench.providers import DTYPES, PROVIDERS, Problem, make_inputs
 
 PROVIDER_NAMES = ("flashtriton", "sdpa_cudnn")
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+COMPARED = ("bf16", "fp16")
 
 
 def read_samples(path: str) -> list[tuple[float, float, float]]:
@@ -52,8 +52,9 @@ def time_problem(pass_name: str, headdim: int, causal: bool, seqlen: int, rounds
     """One timing per (round, dtype, provider), in turn, with its time window."""
     import triton.testing
     sides = []
-    for dtype_name, dtype in DTYPES.items():
-        problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal, dtype)
+    for dtype_name in COMPARED:
+        problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
+                          DTYPES[dtype_name])
         inputs = make_inputs(problem)  # same seed: the same values in both types
         for name in PROVIDER_NAMES:
             runner = PROVIDERS[name].setup(problem, inputs)
@@ -92,7 +93,7 @@ def summary(rows: list[dict]) -> list[dict]:
     table = []
     for key in keys:
         per = {}
-        for dtype_name in DTYPES:
+        for dtype_name in COMPARED:
             mine = [r for r in rows if (r["pass"], r["headdim"], r["causal"], r["provider"]) == key
                     and r["dtype"] == dtype_name and r["kcycles"] is not None]
             if not mine:

@@ -8,11 +8,12 @@ serialized MMAs are a cost the sweep would only find by timing.
         --space '64:64,64:32;4,8;1,2;tma,ptr' [--causal] [--json out.json]
 
 The space is tune.py's ("blocks;warps;stages;loads", several joined by "|"). Each config is
-launched as the library would launch it on the H200: the `tl` kernels through kernels/fwd.py
-and kernels/bwd.py with `config=` (the config's `tma` flag decides its loads), the Gluon
-kernels (`gluon…` tokens) through their launchers; every launch of the call is compiled
-(`flashtriton.analysis.sass`), so a two-kernel backward reports both. A config that fails to
-compile is reported as such, not skipped. Run with TRITON_INTERPRET unset.
+launched as the library would launch it on the H200, through `flashtriton.analysis.sass`'s
+registry entries with the config in place of the shipped one: the `tl` kernels through
+kernels/fwd.py and kernels/bwd.py (the config's `tma` flag decides its loads), the Gluon
+kernels (`gluon…` tokens) through their launchers; every attention kernel of the call is
+compiled, so a two-kernel backward reports both. A config that fails to compile is reported
+as such, not skipped. Run with TRITON_INTERPRET unset.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from flashtriton.analysis.sass import capture_launches, compile_launch
-from flashtriton.configs import KernelConfig, make_params
+from flashtriton.analysis.sass import KERNELS, Shape, capture_launches, compile_launch
+from flashtriton.configs import KernelConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tune.py, beside this script
 from tune import parse_space  # noqa: E402
@@ -33,29 +34,12 @@ from tune import parse_space  # noqa: E402
 SHARED_PER_SM = 232_448  # bytes a block may use on the H200 (sm_90)
 
 
-def launch(pas: str, cfg: KernelConfig, head_dim: int, causal: bool, dtype=torch.bfloat16):
-    """The library's call for ``cfg`` on small CPU tensors (captured, not run)."""
-    q, k, v = (torch.empty(1, 256, 2, head_dim, dtype=dtype) for _ in range(3))
-    params = make_params(head_dim, causal=causal)
+def entry_for(pas: str, cfg: KernelConfig) -> str:
+    """The ``flashtriton.analysis.sass`` registry entry that launches ``cfg``'s kernels."""
     if pas == "fwd":
-        if cfg.gluon:
-            from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
-            attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
-                           cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order)
-        else:
-            from flashtriton.kernels.fwd import attn_fwd
-            attn_fwd(q, k, v, params, config=cfg)
-        return
-    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    if cfg.gluon:
-        from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
-        attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse, params, cfg.block_m, cfg.block_n,
-                       cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
-                       persistent=cfg.persistent, defer_dq=cfg.defer_dq,
-                       dq_on_empty=cfg.dq_on_empty)
-    else:
-        from flashtriton.kernels.bwd import attn_bwd
-        attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse, params, config=cfg)
+        return ("gluon_fwd_persistent" if cfg.persistent else "gluon_fwd") if cfg.gluon \
+            else "production_fwd"
+    return "gluon_bwd" if cfg.gluon else "production_bwd_dkdv"
 
 
 # the attention kernels (not the backward's preprocess or a zero fill)
@@ -67,7 +51,8 @@ def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dic
     """One row per attention kernel the call launches, or one row with the error."""
     label = {"pass": pas, "head_dim": head_dim, "causal": causal, **cfg.__dict__}
     try:
-        launches = [x for x in capture_launches(lambda: launch(pas, cfg, head_dim, causal))
+        shape = Shape(torch.bfloat16, head_dim, causal=causal, config=cfg)
+        launches = [x for x in capture_launches(lambda: KERNELS[entry_for(pas, cfg)].launch(shape))
                     if x["name"] in MAIN_KERNELS]
         rows = []
         for x in launches:

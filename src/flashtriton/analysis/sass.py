@@ -43,13 +43,17 @@ TMA_LAUNCHERS = ("flashtriton.kernels.fwd", "flashtriton.kernels.bwd")
 @dataclass(frozen=True)
 class Shape:
     """What a registry entry's launcher is called with: dtype (a torch dtype), head dim, block
-    sizes (None: the launcher's own) and whether float32 dots may use tf32."""
+    sizes (None: the launcher's own), whether float32 dots may use tf32, a causal mask, and a
+    whole ``KernelConfig`` in place of the entry's table config (None: the table's; the block
+    sizes still override it)."""
 
     dtype: object
     head_dim: int
     block_m: int | None = None
     block_n: int | None = None
     allow_tf32: bool = False
+    causal: bool = False
+    config: object = None
 
 
 @dataclass(frozen=True)
@@ -84,9 +88,10 @@ def _production_fwd(shape: Shape):
     from flashtriton.configs import fwd_config, make_params
     from flashtriton.kernels.fwd import attn_fwd
 
-    cfg = fwd_config(shape.dtype, shape.head_dim, False)
+    cfg = shape.config or fwd_config(shape.dtype, shape.head_dim, shape.causal)
     cfg = replace(cfg, block_m=shape.block_m or cfg.block_m, block_n=shape.block_n or cfg.block_n)
-    attn_fwd(*_qkv(shape.dtype, shape.head_dim), make_params(shape.head_dim, allow_tf32=shape.allow_tf32),
+    attn_fwd(*_qkv(shape.dtype, shape.head_dim),
+             make_params(shape.head_dim, causal=shape.causal, allow_tf32=shape.allow_tf32),
              config=cfg)
 
 
@@ -95,13 +100,14 @@ def _gluon_fwd(persistent: bool):
         from flashtriton.configs import _FWD_GLUON, make_params
         from flashtriton.kernels import fwd_gluon
 
-        cfg = _FWD_GLUON[(shape.head_dim, False)]
+        cfg = shape.config or _FWD_GLUON[(shape.head_dim, shape.causal)]
         # the launcher installs Triton's allocator for device-side descriptors (setting it needs
         # no GPU; a captured launch allocates nothing)
         fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
-                                 make_params(shape.head_dim), shape.block_m or cfg.block_m,
-                                 shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
-                                 cfg.pingpong, persistent)
+                                 make_params(shape.head_dim, causal=shape.causal),
+                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
+                                 cfg.num_warps, cfg.num_stages, cfg.pingpong, persistent,
+                                 cfg.tile_order)
     return launch
 
 
@@ -111,11 +117,12 @@ def _gluon_bwd(shape: Shape):
     from flashtriton.configs import _BWD_GLUON, make_params
     from flashtriton.kernels import bwd_gluon
 
-    cfg = _BWD_GLUON[(shape.head_dim, False)]
+    cfg = shape.config or _BWD_GLUON[(shape.head_dim, shape.causal)]
     q, k, v = _qkv(shape.dtype, shape.head_dim)
     lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
     bwd_gluon.attn_bwd_gluon(torch.empty_like(q), q, k, v, lse, lse,
-                             make_params(shape.head_dim), shape.block_m or cfg.block_m,
+                             make_params(shape.head_dim, causal=shape.causal),
+                             shape.block_m or cfg.block_m,
                              shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
                              split_dq=cfg.split_dq, persistent=cfg.persistent,
                              defer_dq=cfg.defer_dq, dq_on_empty=cfg.dq_on_empty)
@@ -133,8 +140,8 @@ def _production_bwd(deterministic: bool):
         q, k, v = _qkv(shape.dtype, shape.head_dim)
         lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
         attn_bwd(torch.empty_like(q), q, k, v, torch.empty_like(q), lse,
-                 make_params(shape.head_dim, allow_tf32=shape.allow_tf32,
-                             deterministic=deterministic))
+                 make_params(shape.head_dim, causal=shape.causal, allow_tf32=shape.allow_tf32,
+                             deterministic=deterministic), config=shape.config)
     return launch
 
 

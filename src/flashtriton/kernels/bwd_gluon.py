@@ -167,20 +167,21 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
 
 
 @gluon.jit
-def _dq_product(ds_smem, ds_ready, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait):
+def _dq_product(ds_smem, bars, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait):
     """Issue step ``s``'s dQ product for warpgroup WG (asynchronous; the caller waits): split dQ
     (``zero_dq`` narrower than the head dim) waits (if ``wait``) for both warpgroups' dSᵀ of the
     step and takes WG's columns over both key halves; otherwise its own dSᵀ against its own K.
-    ``ds_ready``: the barriers, one per step parity, that both arrive on once their dSᵀ is
-    stored, or (deferred dQ, ``dq_on_empty``) the Q/dO ring's ``empty`` barriers, one per slot,
-    which both arrive on later in the step, once its products are done."""
+    ``bars``: what it waits on, ds_ready (one barrier per step parity, which both arrive on
+    once their dSᵀ is stored) or, deferred with ``dq_on_empty``, the Q/dO ring's ``empty``
+    barriers (one per slot, which both arrive on later in the step, once its products are
+    done)."""
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DQ_COLS: gl.constexpr = zero_dq.type.shape[1]
-    BARRIERS: gl.constexpr = ds_ready.type.shape[0]
+    BARRIERS: gl.constexpr = bars.type.shape[0]
     par = (s + PARITIES) % PARITIES  # s may be -1 (not waited for): a valid buffer still
     buf = par * 2
     if DQ_COLS < k_s.type.shape[1]:
-        mbarrier.wait(ds_ready.index((s + BARRIERS) % BARRIERS), (s // BARRIERS) & 1, pred=wait)
+        mbarrier.wait(bars.index((s + BARRIERS) % BARRIERS), (s // BARRIERS) & 1, pred=wait)
         dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
                            k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
                            use_acc=False, is_async=True)
