@@ -72,7 +72,17 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
 def test_gluon_forward_not_selected_outside_its_cover(compiled):
     assert configs.gluon_fwd_config(torch.float32, 128, False, False, 1024) is None
     assert configs.gluon_fwd_config(torch.bfloat16, 128, False, True, 1024) is None  # dropout
-    assert configs.gluon_fwd_config(torch.bfloat16, 256, False, False, 1024) is None
+    assert configs.gluon_fwd_config(torch.bfloat16, 96, False, False, 1024) is None
+    assert configs.gluon_bwd_config(torch.bfloat16, 256, False) is None  # the tl backward
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_forward_d256_is_one_program_per_tile(compiled, causal):
+    """Head dim 256: two consumers, 64-key tiles, never persistent (its O buffers would not
+    fit in shared memory beside Q, K and V)."""
+    for seqlen_k in (1, 1024, configs.PERSISTENT_FWD_BELOW, 65536):
+        cfg = configs.gluon_fwd_config(torch.bfloat16, 256, causal, False, seqlen_k)
+        assert (cfg.gluon, cfg.persistent, cfg.block_m, cfg.block_n) == (True, False, 128, 64)
 
 
 def test_interpreter_selects_no_gluon_config(monkeypatch):

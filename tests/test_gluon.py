@@ -12,7 +12,7 @@ import torch
 
 from flashtriton.configs import KernelConfig, make_params
 from flashtriton.reference import attention_ref
-from helpers import DEVICE, assert_close, no_call_plans, randn
+from helpers import DEVICE, assert_close, check_attention, no_call_plans, randn
 
 pytestmark = pytest.mark.skipif(
     DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
@@ -105,6 +105,20 @@ CASES += [
     case(1, 3000, 3000, 16, 16, 128, True, BF16, PPPERS),  # the model picks row-major on 132 SMs
 ]
 
+# head dim 256: two consumers, one program per tile; with ping-pong (the shipped config) and
+# without, 64-key tiles in two slots or 32-key ones in three (Q, K and V must fit in shared
+# memory), both masks, rows that see no key, MQA and GQA, fp16
+D256, D256N32 = (128, 64, 4, 2, True), (128, 32, 4, 3, False)
+CASES += [
+    case(1, 1, 1, 2, 2, 256, True, BF16, D256),
+    case(1, 129, 65, 4, 2, 256, True, BF16, D256),
+    case(1, 65, 300, 4, 1, 256, True, F16, D256),
+    case(2, 777, 901, 8, 2, 256, False, BF16, D256),
+    case(2, 777, 901, 8, 2, 256, True, BF16, D256N32),
+    case(1, 1000, 1000, 2, 2, 256, False, F16, (128, 64, 4, 2, False)),
+    case(1, 2049, 2049, 2, 2, 256, True, BF16, D256),
+]
+
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)
 def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blocks):
@@ -171,6 +185,28 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     ref, _ = attention_ref(q, k, v, causal=True, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, upcast=False)
     assert_close(out, ref, low, name="out")
+
+
+def test_d256_forward_is_gluon_and_its_backward_tl(monkeypatch):
+    """Head dim 256: the public forward runs the Gluon kernel (one program per tile); the
+    backward, which the Gluon backward does not cover, the tl kernels, on that forward's lse."""
+    import flashtriton.kernels.bwd as bwd
+    import flashtriton.kernels.fwd as fwd
+    from flashtriton import flash_attn_func
+
+    calls, bwd_calls = [], []
+    real_fwd, real_bwd = fwd.attn_fwd_gluon, bwd.attn_bwd_gluon
+    monkeypatch.setattr(fwd, "attn_fwd_gluon",
+                        lambda *a, **kw: calls.append(a[4:]) or real_fwd(*a, **kw))
+    monkeypatch.setattr(bwd, "attn_bwd_gluon",
+                        lambda *a, **kw: bwd_calls.append(1) or real_bwd(*a, **kw))
+    no_call_plans(monkeypatch)
+    q, k, v = (randn(1, 700, 2, 256, dtype=BF16, requires_grad=True) for _ in range(3))
+    check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=True),
+                    lambda q, k, v, upcast: attention_ref(q, k, v, causal=True,
+                                                          upcast=upcast)[0], (q, k, v))
+    assert calls and all(c == (128, 64, 4, 2, True, False, None) for c in calls), calls
+    assert not bwd_calls, "the Gluon backward ran at head dim 256"
 
 
 def test_not_eligible_outside_the_plain_path():

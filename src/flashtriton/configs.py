@@ -142,6 +142,12 @@ _FWD_GLUON = {
     (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
+    # head dim 256 (session 16, compiled for sm_90a only, not yet run or timed on the GPU): two
+    # consumers of 64 rows against 64-key tiles, one program per tile at every length (Q, K and
+    # V take 196,608 bytes of shared memory; the persistent kernel's O buffers would not fit);
+    # no spills, no serialized warpgroup MMAs; ping-pong as at d128, to be swept
+    (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
+    (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
@@ -289,9 +295,10 @@ def _gluon_config(short: dict, long: dict, below: int, dtype: torch.dtype, head_
 
 def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool = False,
                      seqlen_k: int = 0) -> KernelConfig | None:
-    """The Gluon forward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, and
-    under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per tile
-    from there (d64 causal: persistent throughout); where ``_FWD_GLUON_THREE`` has an entry
+    """The Gluon forward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise,
+    and under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per
+    tile from there (d64 causal: persistent throughout; d256: one program per tile always);
+    where ``_FWD_GLUON_THREE`` has an entry
     (d64), that entry from THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks
     that the call is one the kernel covers."""
     if dropout:

@@ -450,12 +450,13 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
-    """Does the Gluon backward cover this call? As the forward's ``gluon_eligible``, plus: no
-    dropout, q and dO with their heads contiguous in a row (stride(2) == head_dim), since the
-    kernel reads them through (seqlen, heads · head_dim) descriptors, and a Triton whose Gluon
-    builder has the TMA reduction (``HAS_TMA_REDUCE``)."""
+    """Does the Gluon backward cover this call? As the forward's ``gluon_eligible``, plus: head
+    dim 64 or 128 (not 256), no dropout, q and dO with their heads contiguous in a row
+    (stride(2) == head_dim), since the kernel reads them through (seqlen, heads · head_dim)
+    descriptors, and a Triton whose Gluon builder has the TMA reduction (``HAS_TMA_REDUCE``)."""
     d = q.shape[-1]
-    return (HAS_TMA_REDUCE and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
+    return (HAS_TMA_REDUCE and d in (64, 128)
+            and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
 
 

@@ -590,7 +590,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
-    """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64 or 128, no mask,
+    """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64, 128 or 256, no mask,
     softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU (sm_90:
     the kernel uses warpgroup MMAs), tensor-descriptor-ready strides."""
     return (not is_interpreting() and q.dtype in (torch.float16, torch.bfloat16)
@@ -598,7 +598,7 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and not varlen and attn_mask is None and alibi_slopes is None
             and params.softcap == 0 and params.dropout_p == 0 and not params.has_left
             and params.window_right in (-1, 0) and params.softmax_scale > 0
-            and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (64, 128)
+            and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (64, 128, 256)
             and tma_ready(q, k, v))
 
 
@@ -607,7 +607,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                    tile_order: str | None = None, plan_key=None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
-    (64 rows each); block_n keys per tile, num_stages-deep K/V rings. ``persistent``: one
+    (64 rows each); block_n keys per tile, num_stages-deep K/V rings (head dim 256: two
+    consumers, one program per tile, since Q, K and V alone take most of the shared memory
+    there and the persistent kernel keeps separate O buffers). ``persistent``: one
     program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
     ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
     ``causal_fwd_order`` models as balanced. ``plan_key``: store this call's launch as a plan
@@ -619,6 +621,11 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         raise ValueError(f"attn_fwd_gluon: block_m={block_m} with num_warps={num_warps}: each "
                          f"consumer's {rows} rows must be a multiple of 16·num_warps (three "
                          f"consumers: 4 warps each)")
+    d = q.shape[-1]
+    if d == 256 and (persistent or consumers == 3):
+        raise ValueError("attn_fwd_gluon: head dim 256 runs two consumers, one program per tile "
+                         "(the persistent kernel's O buffers, or a third Q buffer, do not fit "
+                         "in shared memory)")
     if tile_order not in (None, "head", "row"):
         raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row' or None")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
