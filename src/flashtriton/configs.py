@@ -298,9 +298,9 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     """The Gluon forward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise,
     and under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per
     tile from there (d64 causal: persistent throughout; d256: one program per tile always);
-    where ``_FWD_GLUON_THREE`` has an entry
-    (d64), that entry from THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks
-    that the call is one the kernel covers."""
+    where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
+    THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
+    kernel covers."""
     if dropout:
         return None
     cfg = _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, PERSISTENT_FWD_BELOW, dtype, head_dim,

@@ -590,9 +590,9 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
-    """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64, 128 or 256, no mask,
-    softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU (sm_90:
-    the kernel uses warpgroup MMAs), tensor-descriptor-ready strides."""
+    """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64, 128 or 256, no
+    mask, softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU
+    (sm_90: the kernel uses warpgroup MMAs), tensor-descriptor-ready strides."""
     return (not is_interpreting() and q.dtype in (torch.float16, torch.bfloat16)
             and cuda_major(q.device) == 9
             and not varlen and attn_mask is None and alibi_slopes is None
