@@ -107,6 +107,15 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
 
 
+def test_gluon_forward_d256_fits_an_sm():
+    """Head dim 256 as shipped (64-key tiles, two slots, one program per tile): within the
+    232,448 bytes of shared memory an H200 block may use, no spills, MMAs not serialized."""
+    r = _sass("--kernel", "gluon_fwd", "--headdim", "256")
+    assert r["kernel"] == "_attn_fwd_ws" and r["constexprs"]["BLOCK_N"] == 64
+    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
+    assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_persistent_forward_entry_compiles(head_dim):
     """The persistent Gluon forward (opt-in): no serialized warpgroup MMAs, no spills, TMA loads
