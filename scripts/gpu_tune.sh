@@ -20,7 +20,8 @@
 # keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice),
 # bwd-d128c-empty (d128 causal, deferred dQ on its own barriers or on `empty`, or not deferred;
 # both launches; 1k-16k), bwd-d256-spills (d256, the tl configs that spill least, atomic dQ or
-# two kernels).
+# two kernels), fwd-gluon-d256 (the Gluon forward at d256, 64- or 32-key tiles, with and
+# without ping-pong, against the shipped tl config).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -110,6 +111,10 @@ for name in $SWEEPS; do
     bwd-d128c-empty) sweep bwd-d128c-empty 120 --pass bwd --headdims 128 \
         --seqlens 1024,4096,16384 --causal 1 --bwd-space \
         "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplit,gluonsplitdefer,gluonsplitdeferempty'" ;;
+    # session 16 (branch fwd-gluon-d256): the Gluon forward at d256 against the tl one
+    fwd-gluon-d256) sweep fwd-gluon-d256 150 --pass fwd --headdims 256 \
+        --seqlens 1024,4096,16384 --causal 0,1 --fwd-space \
+        "'128:64;4;2;gluon,gluonpp|128:32;4;2,3,4;gluon,gluonpp|128:64;8;2;tma'" ;;
     # session 16: the d256 tl backward's configs that spill least (scripts/sass_space.py)
     bwd-d256-spills) sweep bwd-d256-spills 90 --pass bwd --headdims 256 --seqlens 4096 \
         --causal 0,1 --bwd-space \
