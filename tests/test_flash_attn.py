@@ -37,6 +37,7 @@ if LARGE:
         case(2, 239, 513, 4, 2, 128, dtype=BF16, causal=True),
         case(2, 513, 239, 8, 1, 64, dtype=F16, causal=True),
         case(1, 1024, 1024, 4, 4, 256, dtype=BF16),
+        case(2, 700, 955, 4, 2, 256, dtype=BF16, causal=True),   # d256: two backward kernels
         case(2, 1000, 1531, 4, 2, 80, dtype=F16),
         case(1, 777, 777, 2, 2, 40, dtype=F32, causal=True),
     ]

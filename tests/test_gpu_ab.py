@@ -1,5 +1,8 @@
-"""scripts/gpu_ab.sh's bench mode, run on the CPU under the interpreter on a tiny shape: four
-bench runs, old / new / new / old, each JSON naming the commit its side ran, and the table."""
+"""scripts/gpu_ab.sh's bench mode on a tiny shape: four bench runs, old / new / new / old, each
+JSON naming the commit its side ran, and the table. It runs where the suite runs: compiled on
+the GPU, under the interpreter on the CPU. (Under the interpreter on the GPU machine the kernel
+failed, "TypeError: only 0-dimensional arrays can be converted to Python scalars", session 17;
+its torch and numpy differ from the CI machine's, and the cause was not looked into.)"""
 
 import json
 import os
@@ -7,6 +10,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers import DEVICE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,7 +22,7 @@ def test_each_side_names_its_commit(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__"))
     (old / "COMMIT").write_text("0ld5678\n")
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "TRITON_INTERPRET": "1",
+    env = {**os.environ, "OUT": str(out), "TRITON_INTERPRET": "1" if DEVICE == "cpu" else "0",
            "FLASHTRITON_COMMIT": "new1234",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("AB_OLD_COMMIT", None)
@@ -25,12 +30,14 @@ def test_each_side_names_its_commit(tmp_path):
         ["bash", str(ROOT / "scripts/gpu_ab.sh"), str(old), "bench", "--passes", "fwd",
          "--headdims", "16", "--seqlens", "32", "--tokens", "64", "--hidden", "32",
          "--dtypes", "bf16", "--causal", "no", "--providers", "flashtriton", "--rounds", "1",
-         "--device", "cpu", "--warmup-ms", "1", "--rep-ms", "2"],
+         "--device", DEVICE, "--warmup-ms", "1", "--rep-ms", "2"],
         capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     for i, side in enumerate(("old", "new", "new", "old"), 1):
         meta = json.loads((out / f"ab-{i}-{side}.json").read_text())["meta"]
         assert meta["commit"] == ("0ld5678" if side == "old" else "new1234"), (i, meta)
     table = run.stdout.splitlines()
-    assert table[-2].split()[:3] == ["pass", "dtype", "d"], run.stdout
-    assert table[-1].split()[:5] == ["fwd", "bf16", "16", "32", "False"], run.stdout
+    logs = run.stdout + "".join(f"\n--- {p.name}\n{p.read_text()[-3000:]}"
+                                for p in sorted(out.glob("ab-*.log")))
+    assert table[-2].split()[:3] == ["pass", "dtype", "d"], logs
+    assert table[-1].split()[:5] == ["fwd", "bf16", "16", "32", "False"], logs

@@ -142,10 +142,13 @@ _FWD_GLUON = {
     (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
-    # head dim 256 (session 16, compiled for sm_90a only, not yet run or timed on the GPU): two
-    # consumers of 64 rows against 64-key tiles, one program per tile at every length (Q, K and
-    # V take 196,608 bytes of shared memory; the persistent kernel's O buffers would not fit);
-    # no spills, no serialized warpgroup MMAs; ping-pong as at d128, to be swept
+    # head dim 256: two consumers of 64 rows against 64-key tiles, one program per tile at
+    # every length (Q, K and V take 196,608 bytes of shared memory; the persistent kernel's O
+    # buffers would not fit); no spills, no serialized warpgroup MMAs. Session 17:
+    # 2026-11-30-s17-tune-fwd-gluon-d256.json (bf16; with ping-pong / without / the tl kernel
+    # 128x64 w8 / cuDNN): 1k 511 / 503 / 396 / 562, causal 376 / 381 / 277 / 413; 4k 632 / 637 /
+    # 477 / 624, causal 538 / 544 / 413 / 542; 16k 678 / 673 / 513 / 634, causal 657 / 660 /
+    # 499 / 576 (ping-pong or not within 1.2% everywhere; 32-key tiles 20-25% slower).
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
@@ -186,28 +189,32 @@ _FWD_DROPOUT = {
 _FWD_FP32 = KernelConfig(64, 32, 4, 2, tma=False)  # fp32 tiles are twice the bytes; untuned
 # The deterministic backward (dK/dV kernel + dQ kernel): 2026-11-29-tune-tma.json (d64),
 # 2026-11-29-tune-d128-initial.json (d128: pointer loads 385 vs 362 with descriptors);
-# d256 a first choice that fits (bench: 110 TFLOP/s).
+# d256: 2026-11-30-s17-tune-bwd-d256-spills.json (4096 keys, bf16; the configs that spill least,
+# scripts/sass_space.py): two kernels 64x64 w8 s2 with pointer loads 199 / 184 TFLOP/s, against
+# the atomic-dQ kernel 64x64 w8 s1 163 / 165 (then the default) and cuDNN 367 / 337. Its dK/dV
+# kernel spills 528 / 1,192 bytes, the atomic one 2,392 / 4,076 (…-s16-sass-space-bwd-d256*).
+# It replaced 32x32 w4 s1 (bench: 110 TFLOP/s), and is the default backward at d256 too.
 _BWD_DETERMINISTIC = {
     (64, False): KernelConfig(64, 64, 4, 3, fused_dq=False),              # 359 (descriptors)
     (64, True): KernelConfig(64, 64, 4, 3, fused_dq=False),               # 357
     (128, False): KernelConfig(64, 64, 4, 2, tma=False, fused_dq=False),  # 385 (pointer loads)
     (128, True): KernelConfig(64, 64, 4, 2, tma=False, fused_dq=False),   # 373
-    (256, False): KernelConfig(32, 32, 4, 1, tma=False, fused_dq=False),
-    (256, True): KernelConfig(32, 32, 4, 1, tma=False, fused_dq=False),
+    (256, False): KernelConfig(64, 64, 8, 2, tma=False, fused_dq=False),  # 199
+    (256, True): KernelConfig(64, 64, 8, 2, tma=False, fused_dq=False),   # 184
 }
 # The default backward: the faster of the two algorithms per head dim. Atomic dQ (one dK/dV
 # kernel) at d128 (2026-11-29-tune-bwd-atomic-d128.json: 393 / 395 vs 390 / 370 for the
-# two-kernel path measured in the same run, tune-bwd-det-d128.json) and d256
-# (tune-bwd-atomic-d256.json: 163 / 165 vs 110 in the earlier bench); at d64 the two-kernel path
-# stays ahead (atomic best 288 / 301 and 290 / 301 in two runs, 2026-11-29-tune-bwd-d64.json,
+# two-kernel path measured in the same run, tune-bwd-det-d128.json); at d256 the two-kernel path
+# since session 17 (above; atomic dQ had been 163 / 165 vs 110, tune-bwd-atomic-d256.json); at
+# d64 the two-kernel path stays ahead (atomic best 288 / 301 and 290 / 301 in two runs, 2026-11-29-tune-bwd-d64.json,
 # vs 359 / 357).  With dropout (tune-dropout.json) the d128 entry gives 261 (266 with dq_tma).
 _BWD = {
     (64, False): _BWD_DETERMINISTIC[(64, False)],
     (64, True): _BWD_DETERMINISTIC[(64, True)],
     (128, False): KernelConfig(64, 128, 8, 3, tma=False),  # 393
     (128, True): KernelConfig(64, 128, 8, 3, tma=False),   # 395
-    (256, False): KernelConfig(64, 64, 8, 1, tma=False),   # 163
-    (256, True): KernelConfig(64, 64, 8, 1, tma=False),    # 165
+    (256, False): _BWD_DETERMINISTIC[(256, False)],
+    (256, True): _BWD_DETERMINISTIC[(256, True)],
 }
 # Small tiles under the interpreter: each program is simulated element by element on the CPU.
 # The Gluon backward on sm_90 (kernels/bwd_gluon.py: a TMA producer, two consumer warpgroups of
