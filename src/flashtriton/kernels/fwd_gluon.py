@@ -1,5 +1,5 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
-inputs, head dim 64 or 128, causal or not, for sm_90.
+inputs, head dim 64, 128 or 256, causal or not, for sm_90.
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
