@@ -206,8 +206,9 @@ _BWD_DETERMINISTIC = {
 # kernel) at d128 (2026-11-29-tune-bwd-atomic-d128.json: 393 / 395 vs 390 / 370 for the
 # two-kernel path measured in the same run, tune-bwd-det-d128.json); at d256 the two-kernel path
 # since session 17 (above; atomic dQ had been 163 / 165 vs 110, tune-bwd-atomic-d256.json); at
-# d64 the two-kernel path stays ahead (atomic best 288 / 301 and 290 / 301 in two runs, 2026-11-29-tune-bwd-d64.json,
-# vs 359 / 357).  With dropout (tune-dropout.json) the d128 entry gives 261 (266 with dq_tma).
+# d64 the two-kernel path stays ahead (atomic best 288 / 301 and 290 / 301 in two runs,
+# 2026-11-29-tune-bwd-d64.json, vs 359 / 357). With dropout (tune-dropout.json) the d128 entry
+# gives 261 (266 with dq_tma).
 _BWD = {
     (64, False): _BWD_DETERMINISTIC[(64, False)],
     (64, True): _BWD_DETERMINISTIC[(64, True)],
