@@ -11,7 +11,8 @@
 # $WORKERS workers (default 8: sixteen float64 references of the largest cases did not fit in
 # the H200's memory, perf-log session 15); the A/B runs only if they pass, with
 # `--quick --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3` and the
-# spec's options. $OUT/steps.txt says how each step ended.
+# spec's options. $OUT/steps.txt says how each step ended. $TEST_TIMEOUT (default 400 s) bounds
+# each branch's tests, so that a kernel that hangs costs no more than that.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: scripts/gpu_branches.sh DIR SPEC..." >&2; exit 2; }
@@ -19,13 +20,14 @@ DIR=$(cd "$1" && pwd); shift
 ROOT=$PWD
 OUT="${OUT:-out}"; mkdir -p "$OUT/branches"; OUT=$(cd "$OUT" && pwd)
 WORKERS="${WORKERS:-8}"
+TEST_TIMEOUT="${TEST_TIMEOUT:-400}"
 for spec in "$@"; do
   IFS='|' read -r branch tests bench <<< "$spec"
   tree="$DIR/$branch"; res="$OUT/branches/$branch"; mkdir -p "$res"
   [ -d "$tree/src" ] || { echo "== $branch: no $tree/src" | tee -a "$OUT/steps.txt"; continue; }
   t0=$SECONDS
   (cd "$tree" && PYTHONPATH="$tree/src${PYTHONPATH:+:$PYTHONPATH}" FLASHTRITON_LARGE=1 \
-      timeout 400 python3 -m pytest -q -n "$WORKERS" -p no:cacheprovider $tests \
+      timeout "$TEST_TIMEOUT" python3 -m pytest -q -n "$WORKERS" -p no:cacheprovider $tests \
       -W ignore::DeprecationWarning > "$res/gpu-tests.log" 2>&1)
   rc=$?
   echo "== $branch tests rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$res/gpu-tests.log")" \
