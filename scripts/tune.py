@@ -30,7 +30,7 @@ from flashtriton.kernels.fwd import attn_fwd
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "tmasep", "ptrsep", "gluon", "gluonpp",
          "gluonsplit", "gluonpers", "gluonpppers", "gluonsplitpers", "gluonsplitdefer",
          "gluonsplitdeferpers", "gluonsplitdeferempty", "gluonsplitdeferemptypers",
-         "gluonpershead", "gluonpersrow")  # see --fwd-space
+         "gluonpershead", "gluonpersrow", "gluonsep", "gluonseppers")  # see --fwd-space
 
 
 def parse_space(spec: str) -> list[KernelConfig]:
@@ -46,7 +46,7 @@ def parse_space(spec: str) -> list[KernelConfig]:
             configs.append(KernelConfig(
                 int(bm), int(bn), int(w), int(st), tma=ld not in ("ptr", "ptrdq", "ptrsep"),
                 warp_specialize=ld == "ws", dq_tma=ld in ("dqtma", "ptrdq"),
-                fused_dq=not ld.endswith("sep"),
+                fused_dq="sep" not in ld,
                 gluon=ld.startswith("gluon"), pingpong=ld in ("gluonpp", "gluonpppers"),
                 split_dq=ld.startswith("gluonsplit"), defer_dq="defer" in ld,
                 dq_on_empty="empty" in ld, persistent="pers" in ld,
@@ -89,7 +89,8 @@ def main():
     # gluonsplitpers = the backward's split-dQ kernel, persistent; gluonsplitdefer[pers] = the
     # same with each step's dQ product deferred to the next step; gluonsplitdeferempty[pers] =
     # that product waiting on the Q/dO ring's empty barriers; gluonpershead / gluonpersrow =
-    # the persistent forward with its causal tiles listed head- or row-block-major)
+    # the persistent forward with its causal tiles listed head- or row-block-major;
+    # gluonsep[pers] = the head-dim-256 Gluon dK/dV kernel, dQ by the tl dQ kernel)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)

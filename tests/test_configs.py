@@ -73,7 +73,18 @@ def test_gluon_forward_not_selected_outside_its_cover(compiled):
     assert configs.gluon_fwd_config(torch.float32, 128, False, False, 1024) is None
     assert configs.gluon_fwd_config(torch.bfloat16, 128, False, True, 1024) is None  # dropout
     assert configs.gluon_fwd_config(torch.bfloat16, 96, False, False, 1024) is None
-    assert configs.gluon_bwd_config(torch.bfloat16, 256, False) is None  # the tl backward
+
+
+def test_gluon_backward_d256_config(compiled):
+    """Head dim 256: the Gluon dK/dV kernel of kernels/bwd_gluon_d256.py (dQ by the tl kernel:
+    fused_dq off), 64-key tiles, one program per tile at every length; deterministic: the tl
+    kernels."""
+    for causal in (False, True):
+        for seqlen_k in (1, 1024, 16384):
+            cfg = configs.gluon_bwd_config(torch.bfloat16, 256, causal, False, False, seqlen_k)
+            assert cfg.gluon and not cfg.fused_dq and not cfg.persistent, (causal, seqlen_k)
+            assert (cfg.block_m, cfg.block_n, cfg.num_warps) == (64, 64, 4)
+    assert configs.gluon_bwd_config(torch.bfloat16, 256, False, True) is None
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -187,26 +187,31 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     assert_close(out, ref, low, name="out")
 
 
-def test_d256_forward_is_gluon_and_its_backward_tl(monkeypatch):
+def test_d256_forward_and_backward_are_gluon(monkeypatch):
     """Head dim 256: the public forward runs the Gluon kernel (one program per tile); the
-    backward, which the Gluon backward does not cover, the tl kernels, on that forward's lse."""
+    backward the head-dim-256 Gluon dK/dV kernel (kernels/bwd_gluon_d256.py), not the d64/d128
+    one, and the tl dQ kernel, on that forward's lse."""
     import flashtriton.kernels.bwd as bwd
     import flashtriton.kernels.fwd as fwd
     from flashtriton import flash_attn_func
 
-    calls, bwd_calls = [], []
+    calls, bwd_calls, d256_calls = [], [], []
     real_fwd, real_bwd = fwd.attn_fwd_gluon, bwd.attn_bwd_gluon
+    real_d256 = bwd.attn_bwd_dkdv_gluon_d256
     monkeypatch.setattr(fwd, "attn_fwd_gluon",
                         lambda *a, **kw: calls.append(a[4:]) or real_fwd(*a, **kw))
     monkeypatch.setattr(bwd, "attn_bwd_gluon",
                         lambda *a, **kw: bwd_calls.append(1) or real_bwd(*a, **kw))
+    monkeypatch.setattr(bwd, "attn_bwd_dkdv_gluon_d256",
+                        lambda *a, **kw: d256_calls.append(1) or real_d256(*a, **kw))
     no_call_plans(monkeypatch)
     q, k, v = (randn(1, 700, 2, 256, dtype=BF16, requires_grad=True) for _ in range(3))
     check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=True),
                     lambda q, k, v, upcast: attention_ref(q, k, v, causal=True,
                                                           upcast=upcast)[0], (q, k, v))
     assert calls and all(c == (128, 64, 4, 2, True, False, None) for c in calls), calls
-    assert not bwd_calls, "the Gluon backward ran at head dim 256"
+    assert not bwd_calls, "the d64/d128 Gluon backward ran at head dim 256"
+    assert d256_calls, "the head-dim-256 Gluon backward did not run"
 
 
 def test_not_eligible_outside_the_plain_path():

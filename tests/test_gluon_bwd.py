@@ -113,6 +113,68 @@ def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dt
              persistent=persistent, defer_dq=True, dq_on_empty=on_empty)
 
 
+# head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
+# one 64-key tile and exchange Pᵀ and dSᵀ; dQ by the tl dQ kernel. The shipped config (one
+# program per tile), and persistent (programs walk several tiles: the buffers that stage dK
+# and dV are Pᵀ's and dSᵀ's, handed back between tiles)
+D256_CASES = [
+    case(2, 1000, 1000, 4, 4, 256, False),
+    case(2, 1000, 1000, 4, 4, 256, True),
+    case(1, 1, 1, 2, 2, 256, True),
+    case(1, 129, 65, 4, 2, 256, True),        # rows that see no key
+    case(1, 65, 300, 4, 1, 256, True, F16),   # MQA
+    case(2, 777, 901, 8, 2, 256, True, F16),  # GQA: every query head of a group
+    case(1, 2049, 2049, 2, 2, 256, False),
+]
+D256_PERSISTENT_CASES = [
+    case(4, 1000, 1000, 16, 16, 256, True),
+    case(3, 777, 901, 16, 4, 256, False, F16),
+]
+
+
+def run_d256_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, **launch_kw):
+    import flashtriton.kernels.bwd as bwd
+
+    calls = []
+    real_launch = bwd.attn_bwd_dkdv_gluon_d256
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return real_launch(*args, **{**kw, **launch_kw})
+
+    monkeypatch.setattr(bwd, "attn_bwd_dkdv_gluon_d256", spy)
+    q = randn(b, sq, h, d, dtype=dtype)
+    k = randn(b, sk, hk, d, dtype=dtype)
+    v = randn(b, sk, hk, d, dtype=dtype)
+    check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=causal),
+                    lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal,
+                                                          upcast=upcast)[0], (q, k, v))
+    assert calls == [1], "the head-dim-256 Gluon backward did not run"
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_CASES)
+def test_gluon_backward_d256(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+    run_d256_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype)
+
+
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_PERSISTENT_CASES)
+def test_gluon_backward_d256_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
+    run_d256_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, persistent=True)
+
+
+def test_gluon_backward_d256_not_when_deterministic(monkeypatch):
+    """deterministic=True at head dim 256 keeps the tl kernels."""
+    import flashtriton.kernels.bwd as bwd
+
+    calls = []
+    real_launch = bwd.attn_bwd_dkdv_gluon_d256
+    monkeypatch.setattr(bwd, "attn_bwd_dkdv_gluon_d256",
+                        lambda *a, **kw: calls.append(1) or real_launch(*a, **kw))
+    q, k, v = (randn(1, 300, 2, 256, dtype=BF16, requires_grad=True) for _ in range(3))
+    flash_attn_func(q, k, v, causal=True, deterministic=True).sum().backward()
+    assert not calls, "the deterministic mode ran the Gluon backward"
+
+
 def test_other_head_dims_refused():
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
 
@@ -157,7 +219,7 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     assert len(calls) == n, "the deterministic mode ran the Gluon backward"
 
 
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 def test_gluon_backward_key_tiles_no_query_sees(monkeypatch, d):
     """SDPA's causal alignment (top-left) with more keys than queries: the key tiles past the
     last query are seen by no row, and their dK and dV (zero) are written by TMA like any
@@ -171,13 +233,14 @@ def test_gluon_backward_key_tiles_no_query_sees(monkeypatch, d):
 
     no_call_plans(monkeypatch)
     calls = []
-    real_launch = bwd.attn_bwd_gluon
+    launcher = "attn_bwd_dkdv_gluon_d256" if d == 256 else "attn_bwd_gluon"
+    real_launch = getattr(bwd, launcher)
 
     def spy(*args, **kw):
         calls.append(1)
         return real_launch(*args, **kw)
 
-    monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
+    monkeypatch.setattr(bwd, launcher, spy)
     q = randn(2, 100, 4, d, dtype=BF16).transpose(1, 2)
     k, v = (randn(2, 300, 4, d, dtype=BF16).transpose(1, 2) for _ in range(2))
     check_attention(lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True),

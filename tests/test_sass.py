@@ -116,6 +116,16 @@ def test_gluon_forward_d256_fits_an_sm():
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
 
 
+def test_gluon_backward_d256_fits_an_sm():
+    """The head-dim-256 dK/dV kernel as configured (64-key tiles, 64-query steps, two slots):
+    within an H200 block's 232,448 bytes of shared memory, MMAs not serialized, its spills no
+    more than the 140 bytes it had when it was written (session 17)."""
+    r = _sass("--kernel", "gluon_bwd_d256", "--headdim", "256")
+    assert r["kernel"] == "_attn_bwd_dkdv_hs" and r["constexprs"]["BLOCK_N"] == 64
+    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] <= 140
+    assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_persistent_forward_entry_compiles(head_dim):
     """The persistent Gluon forward (opt-in): no serialized warpgroup MMAs, no spills, TMA loads

@@ -87,7 +87,9 @@ class KernelConfig:
     warp_specialize: bool = False  # tl forward: tl.range(..., warp_specialize=True), unmasked loop
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
-    gluon: bool = False  # the Gluon kernel where it applies: fwd_gluon.py / bwd_gluon.py
+    # the Gluon kernel where it applies: fwd_gluon.py / bwd_gluon.py (with fused_dq=False at head
+    # dim 256: bwd_gluon_d256.py's dK/dV kernel, then the tl dQ kernel)
+    gluon: bool = False
     pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
     split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
     #                         half of dQ's columns (one dQ reduction per step, not two)
@@ -268,6 +270,12 @@ _BWD_GLUON = {
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                dq_on_empty=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    # head dim 256 (session 17, compiled for sm_90a only, not yet run or timed on the GPU):
+    # kernels/bwd_gluon_d256.py's dK/dV kernel, the two consumers splitting the head dim over
+    # one 64-key tile, 64-query steps in two-slot rings (231,896 bytes of shared memory, 140
+    # bytes of spills, no serialized MMAs), one program per tile; dQ by the tl dQ kernel
+    (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
+    (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
 _INTERPRET = KernelConfig(16, 16, 4, 1)
@@ -337,7 +345,7 @@ def tuned_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
 
 def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, deterministic: bool = False,
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
-    """The Gluon backward's config for 16-bit inputs at head dim 64 or 128 (None otherwise, in
+    """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
     one program per tile from there. The launcher still checks that the call is one the kernel
     covers."""

@@ -128,6 +128,22 @@ def _gluon_bwd(shape: Shape):
                              defer_dq=cfg.defer_dq, dq_on_empty=cfg.dq_on_empty)
 
 
+def _gluon_bwd_d256(shape: Shape):
+    import torch
+
+    from flashtriton.configs import _BWD_GLUON, make_params
+    from flashtriton.kernels import bwd_gluon_d256
+
+    cfg = shape.config or _BWD_GLUON[(256, shape.causal)]
+    q, k, v = _qkv(shape.dtype, shape.head_dim)
+    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+    bwd_gluon_d256.attn_bwd_dkdv_gluon_d256(torch.empty_like(q), q, k, v, lse, lse,
+                                            make_params(shape.head_dim, causal=shape.causal),
+                                            shape.block_m or cfg.block_m,
+                                            shape.block_n or cfg.block_n, cfg.num_warps,
+                                            cfg.num_stages, persistent=cfg.persistent)
+
+
 def _production_bwd(deterministic: bool):
     def launch(shape: Shape):
         import torch
@@ -155,6 +171,9 @@ KERNELS: dict[str, SassEntry] = {
                                       _gluon_fwd(True), "_attn_fwd_persistent"),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),
+    "gluon_bwd_d256": SassEntry("the Gluon dK/dV kernel at head dim 256, dQ left to the tl "
+                                "kernel (kernels/bwd_gluon_d256.py)", _gluon_bwd_d256,
+                                "_attn_bwd_dkdv_hs"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),
     "production_bwd_dkdv_det": SassEntry("deterministic backward's dK/dV kernel (kernels/bwd.py)",

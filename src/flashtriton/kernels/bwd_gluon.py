@@ -99,13 +99,15 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
     (query head of the group, query block) step into the rings by TMA, with the block's lse (as
     log2, +inf for empty rows) and δ into shared memory beside them (held in the consumers'
     registers from the step's start they would spill); and, after the tile's first step, the
-    tile's K and V, once the consumers are done with the previous tile's."""
+    tile's K and V, once the consumers are done with the previous tile's. A tile is
+    KV_PARTS·BLOCK_N keys: two BLOCK_N halves here, one block for kernels/bwd_gluon_d256.py."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
+    KV_PARTS: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     nheads_k = nheads // group
     # (batch, seqlen, heads · head_dim) views of Q and dO: a head is a column offset
@@ -131,7 +133,7 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
     kv_count = 0  # tiles whose K and V were loaded
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
         b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
-                                             reverse, BLOCK_M, 2 * BLOCK_N)
+                                             reverse, BLOCK_M, KV_PARTS * BLOCK_N)
         l_base = b.to(gl.int64) * stride_lb
         for it in range(group * n_m):
             slot = (step + it) % STAGES
@@ -156,8 +158,8 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
             mbarrier.arrive(ready.index(slot))  # the second of the slot's two arrivals
             if it == 0:  # K and V, once both consumers are done with the previous tile's
                 mbarrier.wait(kv_empty, (kv_count & 1) ^ 1)
-                mbarrier.expect(kv_ready, 4 * BLOCK_N * HEAD_DIM * 2)
-                for w in gl.static_range(2):
+                mbarrier.expect(kv_ready, 2 * KV_PARTS * BLOCK_N * HEAD_DIM * 2)
+                for w in gl.static_range(KV_PARTS):
                     tma.async_copy_global_to_shared(k_desc, [b, n0 + w * BLOCK_N, h_k, 0],
                                                     kv_ready, k_smem.index(w))
                     tma.async_copy_global_to_shared(v_desc, [b, n0 + w * BLOCK_N, h_k, 0],
@@ -450,12 +452,13 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
-    """Does the Gluon backward cover this call? As the forward's ``gluon_eligible``, plus: head
-    dim 64 or 128 (not 256), no dropout, q and dO with their heads contiguous in a row
-    (stride(2) == head_dim), since the kernel reads them through (seqlen, heads · head_dim)
-    descriptors, and a Triton whose Gluon builder has the TMA reduction (``HAS_TMA_REDUCE``)."""
+    """Does a Gluon backward cover this call? As the forward's ``gluon_eligible`` (head dim 64,
+    128 or 256; 256 runs kernels/bwd_gluon_d256.py), plus: no dropout, q and dO with their heads
+    contiguous in a row (stride(2) == head_dim), since the kernels read them through (seqlen,
+    heads · head_dim) descriptors, and a Triton whose Gluon builder has the TMA reduction
+    (``HAS_TMA_REDUCE``)."""
     d = q.shape[-1]
-    return (HAS_TMA_REDUCE and d in (64, 128)
+    return (HAS_TMA_REDUCE and d in (64, 128, 256)
             and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
 

@@ -1,0 +1,265 @@
+"""The backward's dK/dV kernel at head dim 256 on Hopper in Gluon; dQ is left to the ``tl`` dQ
+kernel (kernels/bwd.py's ``_attn_bwd_dq``). The plain path of kernels/bwd_gluon.py (no mask,
+softcap, ALiBi, dropout or left window), 16-bit inputs, causal or not, dense, for sm_90.
+
+At head dim 256 the structure of kernels/bwd_gluon.py does not fit: a consumer warpgroup that
+owns BLOCK_N keys would hold dK and dV, [BLOCK_N, 256] float32 each, in 256 registers a thread
+at 64 keys, over the 240 it may take. Here the two consumer warpgroups share one tile of
+BLOCK_N keys and split the head dim instead: warpgroup w keeps columns [w·128, w·128 + 128) of
+dK and dV (64 + 64 registers a thread). The score products cannot be split that way (they sum
+over the whole head dim), so each warpgroup computes them for half of the step's queries and
+the two exchange Pᵀ and dSᵀ through shared memory. Per query block of BLOCK_M rows:
+
+    Sᵀ = K Q_wᵀ, dPᵀ = V dO_wᵀ        (w's BLOCK_M / 2 queries; issued together)
+    Pᵀ = exp2(Sᵀ·scale − lse)          → w's columns of the shared Pᵀ tile
+    dSᵀ = Pᵀ ∘ (dPᵀ − δ)              → w's columns of the shared dSᵀ tile
+    wait for the other warpgroup's columns (an mbarrier per step parity)
+    dV_w += Pᵀ dO[:, w's columns]      dK_w += dSᵀ Q[:, w's columns]
+
+The producer is kernels/bwd_gluon.py's (Q, dO, lse and δ through ``STAGES``-deep rings by TMA;
+K and V once per tile). Pᵀ and dSᵀ take two buffers each (step parity): a warpgroup writes
+step s + 2's columns only after it has seen the other arrive at step s + 1's exchange, which
+the other does once its step s products, the last to read that buffer, have completed. With 64-key
+tiles, 64-query steps and two ring slots, Q, dO, K, V, Pᵀ and dSᵀ take 229,376 bytes of shared
+memory; at a tile's end dK and dV leave by TMA staged in the Pᵀ (warpgroup 0) and dSᵀ
+(warpgroup 1) buffers, once both warpgroups are done with them.
+
+Prepared in session 17 and compiled for sm_90a only; see docs/perf-log.md.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                              warpgroup_mma, warpgroup_mma_wait)
+
+from flashtriton.configs import LOG2E
+from flashtriton.kernels.bwd_gluon import _bwd_producer, _bwd_tile, _stage
+from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch, num_sms
+
+_empty = torch.empty
+
+
+@gluon.jit
+def _sync(bar, count):
+    """Both consumer warpgroups reach this point (``bar``: an mbarrier of two arrivals, used
+    for the ``count``-th time); returns the next count."""
+    mbarrier.arrive(bar)
+    mbarrier.wait(bar, count & 1)
+    return count + 1
+
+
+@gluon.jit
+def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
+    """One consumer warpgroup: for each of the program's tiles, its half of dK's and dV's
+    columns against every step of Q and dO (see the module docstring)."""
+    q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
+    k_smem, v_smem, kv_ready, kv_empty = kv
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
+    (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale, scale_ds,
+     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
+    STAGES: gl.constexpr = q_smem.type.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    HALF_M: gl.constexpr = BLOCK_M // 2  # this warpgroup's queries of a step
+    HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dK and dV
+    dtype: gl.constexpr = DK.dtype.element_ty
+    WARPS: gl.constexpr = gl.num_warps()
+    # Sᵀ, dPᵀ: [BLOCK_N keys, HALF_M queries]; dK, dV: [BLOCK_N, HALF_D]
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                        instr_shape=[16, HALF_M, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                         instr_shape=[16, HALF_D, 16])
+    nheads_k = nheads // group
+    k_s = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
+    v_s = v_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
+    # dK and dV leave through the Pᵀ (warpgroup 0) or dSᵀ (warpgroup 1) buffers: both parities'
+    # [BLOCK_N, BLOCK_M] 16-bit tiles hold one [BLOCK_N, HALF_D] 16-bit tile
+    out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HALF_D], dtype)
+    if WG == 0:
+        out_s = pt_smem._reinterpret(dtype, [1, BLOCK_N, 1, HALF_D], out_layout)
+    else:
+        out_s = ds_smem._reinterpret(dtype, [1, BLOCK_N, 1, HALF_D], out_layout)
+    dk_desc = tma.make_tensor_descriptor(DK, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
+                                         strides=[stride_dkb, stride_dkn, stride_dkh, 1],
+                                         block_shape=[1, BLOCK_N, 1, HALF_D], layout=out_layout)
+    dv_desc = tma.make_tensor_descriptor(DV, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
+                                         strides=[stride_dvb, stride_dvn, stride_dvh, 1],
+                                         block_shape=[1, BLOCK_N, 1, HALF_D], layout=out_layout)
+    cols_m = WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(0, st_layout))
+    zero_st = gl.zeros([BLOCK_N, HALF_M], gl.float32, layout=st_layout)
+    step = 0
+    kv_count = 0
+    syncs = 0  # uses of tile_sync
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
+                                             reverse, BLOCK_M, BLOCK_N)
+        offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
+        dk = gl.zeros([BLOCK_N, HALF_D], gl.float32, layout=acc_layout)
+        dv = gl.zeros([BLOCK_N, HALF_D], gl.float32, layout=acc_layout)
+        n_steps = group * n_m
+        mbarrier.wait(kv_ready, kv_count & 1, pred=n_steps > 0)
+        for it in range(n_steps):
+            s = step + it
+            slot = s % STAGES
+            m0 = (m_start + it % n_m) * BLOCK_M
+            offs_m = m0 + cols_m
+            q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+            do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+            mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
+            q_w = q_s.slice(WG * HALF_M, HALF_M, dim=0)
+            do_w = do_s.slice(WG * HALF_M, HALF_M, dim=0)
+            st = warpgroup_mma(k_s, q_w.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+            dpt = warpgroup_mma(v_s, do_w.permute((1, 0)), zero_st, use_acc=False,
+                                is_async=True)
+            st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+            # rows past seqlen_q: lse +inf (P = 0); keys past seqlen_k: their dK, dV rows are
+            # not stored (TMA clips them)
+            lse2 = lse_smem.index(slot).slice(WG * HALF_M, HALF_M).load(
+                gl.SliceLayout(0, st_layout))
+            pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+            if n0 + BLOCK_N - 1 > m0 + WG * HALF_M + shift:  # the causal diagonal cuts these
+                keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
+                pt = gl.where(keep, pt, 0.0)
+            dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+            delta = delta_smem.index(slot).slice(WG * HALF_M, HALF_M).load(
+                gl.SliceLayout(0, st_layout))
+            dst = pt * (dpt - gl.expand_dims(delta, 0))
+            par = s % 2
+            pt_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(pt.to(dtype))
+            ds_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(dst.to(dtype))
+            fence_async_shared()  # visible to the MMAs (the async proxy) that read them
+            gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+            mbarrier.arrive(xchg.index(par))
+            mbarrier.wait(xchg.index(par), (s // 2) & 1)  # and the other warpgroup's columns
+            dv = warpgroup_mma(pt_smem.index(par), do_s.slice(WG * HALF_D, HALF_D, dim=1), dv,
+                               is_async=True)
+            dk = warpgroup_mma(ds_smem.index(par), q_s.slice(WG * HALF_D, HALF_D, dim=1), dk,
+                               is_async=True)
+            dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
+            mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
+        # this warpgroup's last product that read K or V is done: the next tile's may load
+        mbarrier.arrive(kv_empty, pred=n_steps > 0)
+        step += n_steps
+        kv_count += (n_steps > 0).to(gl.int32)
+        # both warpgroups' last products, which read Pᵀ and dSᵀ, are done: stage dK and dV there
+        syncs = _sync(tile_sync, syncs)
+        _stage(out_s, (dk * scale_ds).to(dtype))
+        tma.async_copy_shared_to_global(dk_desc, [b, n0, h_k, WG * HALF_D], out_s)
+        _stage(out_s, dv.to(dtype))
+        tma.async_copy_shared_to_global(dv_desc, [b, n0, h_k, WG * HALF_D], out_s)
+        tma.store_wait(pendings=0)
+        # both stores have read their buffers before the next tile's first step writes them
+        syncs = _sync(tile_sync, syncs)
+
+
+@gluon.jit
+def _hs_consumer0(staged, kv, schedule, args):
+    _hs_consumer(staged, kv, schedule, args, 0)
+
+
+@gluon.jit
+def _hs_consumer1(staged, kv, schedule, args):
+    _hs_consumer(staged, kv, schedule, args, 1)
+
+
+@gluon.jit
+def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
+                      stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb,
+                      stride_vn, stride_vh, stride_dob, stride_dom,
+                      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+                      stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
+                      qk_scale, scale_ds, reverse, HEAD_DIM: gl.constexpr,
+                      BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                      CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
+    """Tiles of BLOCK_N keys of a key head (see the module docstring), in
+    kernels/bwd_gluon.py's ``_bwd_tile`` order: one tile per program, or persistent."""
+    dtype: gl.constexpr = Q.dtype.element_ty
+    n_kb = gl.cdiv(seqlen_k, BLOCK_N)
+    total = n_kb * batch * (nheads // group)
+    if not CAUSAL:
+        shift = seqlen_k  # every key is left of every row's diagonal
+
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
+                                                                   dtype)
+    # Pᵀ and dSᵀ are written in BLOCK_M / 2-column halves, which must start on a swizzle row
+    p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_M, element_bitwidth=16,
+                                                  rank=2)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    pt_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], p_layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], p_layout)
+    row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
+    kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    tile_sync = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_ready, count=1)
+    mbarrier.init(kv_empty, count=2)  # one arrival per consumer
+    mbarrier.init(tile_sync, count=2)
+    for i in gl.static_range(2):
+        mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
+        mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
+
+    staged = (q_smem, do_smem, lse_smem, delta_smem, ready, empty)
+    kv = (k_smem, v_smem, kv_ready, kv_empty)
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse)
+    loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
+             stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
+             stride_lb, stride_lh)
+    work = (staged, kv, schedule, (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale,
+                                   scale_ds, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
+                                   stride_dvn, stride_dvh))
+    gl.warp_specialize([(_bwd_producer, loads), (_hs_consumer0, work), (_hs_consumer1, work)],
+                       [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+
+
+def attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
+                             block_n: int = 64, num_warps: int = 4, num_stages: int = 2,
+                             persistent: bool = False, record=None):
+    """Launch the head-dim-256 Gluon dK/dV kernel (the calls kernels/bwd_gluon.py's
+    ``gluon_bwd_eligible`` covers, at head dim 256); ``delta`` is the preprocessed
+    rowsum(dO ∘ O) (less dlse). dQ is not computed: the caller runs the ``tl`` dQ kernel.
+    ``record``: as ``attn_bwd_gluon``'s. Returns (dk, dv)."""
+    ensure_allocator()  # the kernel builds its TMA descriptors on the device
+    batch, seqlen_q, nheads, d = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    if d != 256:
+        raise ValueError(f"head dim: attn_bwd_dkdv_gluon_d256 covers 256, not {d}")
+    # 64 queries a step: the Pᵀ and dSᵀ buffers (two [64, block_m] tiles each) stage dK and dV
+    # ([64, 128] each) at a tile's end, and 128 would not fit in shared memory
+    if num_warps != 4 or block_m != 64 or block_n != 64:
+        raise ValueError("attn_bwd_dkdv_gluon_d256: one warpgroup per consumer (num_warps=4), "
+                         f"64-key tiles, 64-query steps; got num_warps={num_warps}, "
+                         f"block_n={block_n}, block_m={block_m}")
+    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
+    causal = params.window_right == 0
+    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
+    warps_total = 2 * num_warps + 4
+    maxnreg = (65536 // (warps_total * 32)) // 8 * 8
+    tiles = cdiv(seqlen_k, block_n) * batch * nheads_k
+    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
+    strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
+               *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
+    rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+            params.softmax_scale * LOG2E, params.softmax_scale,
+            1 if causal else 0)
+    entry = launch(_attn_bwd_dkdv_hs, grid, q, k, v, do, lse, delta, dk, dv, *rest,
+                   HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=num_stages,
+                   CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
+    if record is not None and entry is not None:
+        record.append((entry, grid3(grid), rest))
+    return dk, dv
