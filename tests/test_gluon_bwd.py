@@ -46,29 +46,34 @@ CASES = [
 GLUON_BWD = KernelConfig(64, 128, 4, 2, gluon=True)
 
 
-def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, **launch_kw):
+def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, launcher="attn_bwd_gluon",
+             config=GLUON_BWD, **launch_kw):
+    """The public function on one case, its backward's config set to ``config`` (None: the
+    shipped one), with ``launch_kw`` added to the Gluon launcher's arguments; checks that the
+    launcher ``launcher`` of kernels/bwd.py ran once."""
     import flashtriton.kernels.bwd as bwd
 
     calls = []
-    real_launch, real_bwd = bwd.attn_bwd_gluon, bwd.attn_bwd
+    real_launch, real_bwd = getattr(bwd, launcher), bwd.attn_bwd
 
     def spy(*args, **kw):
         calls.append(1)
         return real_launch(*args, **{**kw, **launch_kw})
 
     def with_gluon_config(*args, **kw):  # the public function's backward, Gluon config asked
-        kw["config"] = GLUON_BWD
+        kw["config"] = config
         return real_bwd(*args, **kw)
 
-    monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
-    monkeypatch.setattr(ops, "attn_bwd", with_gluon_config)
+    monkeypatch.setattr(bwd, launcher, spy)
+    if config is not None:
+        monkeypatch.setattr(ops, "attn_bwd", with_gluon_config)
     q = randn(b, sq, h, d, dtype=dtype)
     k = randn(b, sk, hk, d, dtype=dtype)
     v = randn(b, sk, hk, d, dtype=dtype)
     check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=causal),
                     lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal,
                                                           upcast=upcast)[0], (q, k, v))
-    assert calls == [1], "the Gluon backward did not run"
+    assert calls == [1], f"the Gluon backward ({launcher}) did not run"
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
@@ -126,40 +131,22 @@ D256_CASES = [
     case(2, 777, 901, 8, 2, 256, True, F16),  # GQA: every query head of a group
     case(1, 2049, 2049, 2, 2, 256, False),
 ]
+D256_LAUNCHER = "attn_bwd_dkdv_gluon_d256"
 D256_PERSISTENT_CASES = [
     case(4, 1000, 1000, 16, 16, 256, True),
     case(3, 777, 901, 16, 4, 256, False, F16),
 ]
 
 
-def run_d256_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, **launch_kw):
-    import flashtriton.kernels.bwd as bwd
-
-    calls = []
-    real_launch = bwd.attn_bwd_dkdv_gluon_d256
-
-    def spy(*args, **kw):
-        calls.append(1)
-        return real_launch(*args, **{**kw, **launch_kw})
-
-    monkeypatch.setattr(bwd, "attn_bwd_dkdv_gluon_d256", spy)
-    q = randn(b, sq, h, d, dtype=dtype)
-    k = randn(b, sk, hk, d, dtype=dtype)
-    v = randn(b, sk, hk, d, dtype=dtype)
-    check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=causal),
-                    lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal,
-                                                          upcast=upcast)[0], (q, k, v))
-    assert calls == [1], "the head-dim-256 Gluon backward did not run"
-
-
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_CASES)
 def test_gluon_backward_d256(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
-    run_d256_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype)
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, None)
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_PERSISTENT_CASES)
 def test_gluon_backward_d256_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
-    run_d256_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, persistent=True)
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, None,
+             persistent=True)
 
 
 def test_gluon_backward_d256_not_when_deterministic(monkeypatch):

@@ -463,6 +463,30 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
 
 
+def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool,
+                 dq=None):
+    """What the Gluon backward launchers (this one's and kernels/bwd_gluon_d256.py's) share:
+    empty dk and dv, the grid (a program per tile of ``tile_keys`` keys of a key head, or one
+    per SM), the arguments after the tensors (strides, dq's if given, then the sizes and
+    scales), whether the mask is causal, and the register cap for two consumer warpgroups of
+    ``num_warps`` warps beside the producer's four."""
+    batch, seqlen_q, nheads, _ = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
+    causal = params.window_right == 0
+    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
+    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
+    tiles = cdiv(seqlen_k, tile_keys) * batch * nheads_k
+    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
+    strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
+               *(dq.stride()[:2] if dq is not None else ()), *dk.stride()[:3],
+               *dv.stride()[:3], *lse.stride()[:2])
+    rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+            params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
+    return dk, dv, grid, rest, causal, maxnreg
+
+
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
                    persistent: bool = False, defer_dq: bool = False, dq_on_empty: bool = False,
@@ -486,8 +510,7 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
         raise ValueError("attn_bwd_gluon: dq_on_empty needs defer_dq (only a deferred dQ "
                          "product can wait for the step's end)")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
-    batch, seqlen_q, nheads, d = q.shape
-    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    d = q.shape[-1]
     if d not in (64, 128):
         raise ValueError(f"head dim: the Gluon backward covers 64 and 128, not {d}")
     # (batch, seqlen, heads · head_dim) rows for the reduction's descriptor
@@ -496,18 +519,8 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     elif dq.shape != q.shape or dq.dtype != torch.float32 or not dq.is_contiguous():
         raise ValueError(f"attn_bwd_gluon: dq must be a contiguous float32 tensor shaped like q "
                          f"{tuple(q.shape)}, got {dq.dtype} {tuple(dq.shape)}")
-    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
-    causal = params.window_right == 0
-    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
-    warps_total = 2 * num_warps + 4
-    maxnreg = (65536 // (warps_total * 32)) // 8 * 8
-    tiles = cdiv(seqlen_k, block_n) * batch * nheads_k
-    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
-    strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
-               *dq.stride()[:2], *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
-    rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-            params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
+    dk, dv, grid, rest, causal, maxnreg = launch_setup(do, q, k, v, lse, params, block_n,
+                                                       num_warps, persistent, dq)
     entry = launch(_attn_bwd_ws, grid, q, k, v, do, lse, delta, dq, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages,
                    CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,

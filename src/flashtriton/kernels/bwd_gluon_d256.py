@@ -29,17 +29,13 @@ Prepared in session 17 and compiled for sm_90a only; see docs/perf-log.md.
 
 from __future__ import annotations
 
-import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_wait)
 
-from flashtriton.configs import LOG2E
-from flashtriton.kernels.bwd_gluon import _bwd_producer, _bwd_tile, _stage
-from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch, num_sms
-
-_empty = torch.empty
+from flashtriton.kernels.bwd_gluon import _bwd_producer, _bwd_tile, _stage, launch_setup
+from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 
 @gluon.jit
@@ -234,8 +230,7 @@ def attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
     rowsum(dO ∘ O) (less dlse). dQ is not computed: the caller runs the ``tl`` dQ kernel.
     ``record``: as ``attn_bwd_gluon``'s. Returns (dk, dv)."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
-    batch, seqlen_q, nheads, d = q.shape
-    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    d = q.shape[-1]
     if d != 256:
         raise ValueError(f"head dim: attn_bwd_dkdv_gluon_d256 covers 256, not {d}")
     # 64 queries a step: the Pᵀ and dSᵀ buffers (two [64, block_m] tiles each) stage dK and dV
@@ -244,19 +239,8 @@ def attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
         raise ValueError("attn_bwd_dkdv_gluon_d256: one warpgroup per consumer (num_warps=4), "
                          f"64-key tiles, 64-query steps; got num_warps={num_warps}, "
                          f"block_n={block_n}, block_m={block_m}")
-    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
-    causal = params.window_right == 0
-    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
-    warps_total = 2 * num_warps + 4
-    maxnreg = (65536 // (warps_total * 32)) // 8 * 8
-    tiles = cdiv(seqlen_k, block_n) * batch * nheads_k
-    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
-    strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
-               *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
-    rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-            params.softmax_scale * LOG2E, params.softmax_scale,
-            1 if causal else 0)
+    dk, dv, grid, rest, causal, maxnreg = launch_setup(do, q, k, v, lse, params, block_n,
+                                                       num_warps, persistent)
     entry = launch(_attn_bwd_dkdv_hs, grid, q, k, v, do, lse, delta, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=num_stages,
                    CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
