@@ -19,7 +19,7 @@
 # persistent with the modeled order or one program per tile), fwd-c3-8k (d64 causal at 8192
 # keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice),
 # bwd-d128c-empty (d128 causal, deferred dQ on its own barriers or on `empty`, or not deferred;
-# both launches; 1k-16k), bwd-gluon-d256 (the d256 Gluon dK/dV kernel against the tl
+# both launches; 1k-16k), bwd-gluon-d256 (the d256 Gluon dK/dV and dQ kernels against the tl
 # two-kernel config), bwd-d256-spills (d256, the tl configs that spill least, atomic dQ or
 # two kernels), fwd-gluon-d256 (the Gluon forward at d256, 64- or 32-key tiles, with and
 # without ping-pong, against the shipped tl config).

@@ -50,15 +50,19 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, launcher="attn_bwd
              config=GLUON_BWD, **launch_kw):
     """The public function on one case, its backward's config set to ``config`` (None: the
     shipped one), with ``launch_kw`` added to the Gluon launcher's arguments; checks that the
-    launcher ``launcher`` of kernels/bwd.py ran once."""
+    launcher ``launcher`` of kernels/bwd.py ran once (and, at head dim 256, the dQ kernel's)."""
     import flashtriton.kernels.bwd as bwd
 
-    calls = []
+    calls, dq_calls = [], []
     real_launch, real_bwd = getattr(bwd, launcher), bwd.attn_bwd
+    real_dq = bwd.attn_bwd_dq_gluon_d256
 
     def spy(*args, **kw):
         calls.append(1)
         return real_launch(*args, **{**kw, **launch_kw})
+
+    monkeypatch.setattr(bwd, "attn_bwd_dq_gluon_d256",
+                        lambda *a, **kw: dq_calls.append(1) or real_dq(*a, **kw))
 
     def with_gluon_config(*args, **kw):  # the public function's backward, Gluon config asked
         kw["config"] = config
@@ -74,6 +78,7 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, launcher="attn_bwd
                     lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal,
                                                           upcast=upcast)[0], (q, k, v))
     assert calls == [1], f"the Gluon backward ({launcher}) did not run"
+    assert dq_calls == ([1] if d == 256 else []), "the d256 Gluon dQ kernel (runs at d256 only)"
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
@@ -119,7 +124,8 @@ def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dt
 
 
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
-# one 64-key tile and exchange Pᵀ and dSᵀ; dQ by the tl dQ kernel. The shipped config (one
+# one 64-key tile and exchange Pᵀ and dSᵀ; then dQ by kernels/bwd_gluon_d256_dq.py's kernel,
+# whose consumers split dQ's columns and exchange dS. The shipped config (one
 # program per tile), and persistent (programs walk several tiles: the buffers that stage dK
 # and dV are Pᵀ's and dSᵀ's, handed back between tiles)
 D256_CASES = [

@@ -126,6 +126,15 @@ def test_gluon_backward_d256_fits_an_sm():
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
 
 
+def test_gluon_backward_d256_dq_fits_an_sm():
+    """The head-dim-256 dQ kernel (64-row blocks, 64-key tiles in two slots): within an H200
+    block's shared memory, no spills, MMAs not serialized."""
+    r = _sass("--kernel", "gluon_bwd_d256_dq", "--headdim", "256")
+    assert r["kernel"] == "_attn_bwd_dq_hs" and r["constexprs"]["BLOCK_N"] == 64
+    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
+    assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_persistent_forward_entry_compiles(head_dim):
     """The persistent Gluon forward (opt-in): no serialized warpgroup MMAs, no spills, TMA loads

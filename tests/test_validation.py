@@ -102,9 +102,9 @@ def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 runs
     neither persistent nor on three consumers; the backward defers dQ only when it is split
     (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only if
-    it is float32, contiguous and shaped like q; the head-dim-256 dK/dV kernel takes head dim
-    256, one warpgroup per consumer, 64-key tiles and 64-query steps. Refused before the device
-    is touched."""
+    it is float32, contiguous and shaped like q; the head-dim-256 dK/dV and dQ kernels take
+    head dim 256, one warpgroup per consumer, 64-key tiles and 64-query blocks. Refused before
+    the device is touched."""
     from flashtriton.configs import make_params
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
@@ -133,3 +133,10 @@ def test_gluon_launchers_reject_unknown_options():
     for kw in ({"num_warps": 8}, {"block_n": 128}, {"block_m": 32}):
         with pytest.raises(ValueError, match="one warpgroup per consumer"):
             attn_bwd_dkdv_gluon_d256(q256, q256, q256, q256, q256, q256, make_params(256), **kw)
+    from flashtriton.kernels.bwd_gluon_d256_dq import attn_bwd_dq_gluon_d256
+
+    with pytest.raises(ValueError, match="covers 256, not 64"):
+        attn_bwd_dq_gluon_d256(q, q, q, q, q, q, make_params(64))
+    for kw in ({"num_warps": 8}, {"block_n": 128}, {"block_m": 32}):
+        with pytest.raises(ValueError, match="one warpgroup per consumer"):
+            attn_bwd_dq_gluon_d256(q256, q256, q256, q256, q256, q256, make_params(256), **kw)

@@ -88,7 +88,7 @@ class KernelConfig:
     dq_tma: bool = False  # backward, atomic dQ: tensor-descriptor reduce-add instead of red.add
     fused_dq: bool = True  # backward: dQ added atomically by the dK/dV kernel (else its own kernel)
     # the Gluon kernel where it applies: fwd_gluon.py / bwd_gluon.py (with fused_dq=False at head
-    # dim 256: bwd_gluon_d256.py's dK/dV kernel, then the tl dQ kernel)
+    # dim 256: bwd_gluon_d256.py's dK/dV kernel, then bwd_gluon_d256_dq.py's dQ kernel)
     gluon: bool = False
     pingpong: bool = False  # Gluon forward: its two consumer warpgroups take turns to issue
     split_dq: bool = False  # Gluon backward: the two consumer warpgroups share dS, each computing
@@ -273,7 +273,8 @@ _BWD_GLUON = {
     # head dim 256 (session 17, compiled for sm_90a only, not yet run or timed on the GPU):
     # kernels/bwd_gluon_d256.py's dK/dV kernel, the two consumers splitting the head dim over
     # one 64-key tile, 64-query steps in two-slot rings (231,896 bytes of shared memory, 140
-    # bytes of spills, no serialized MMAs), one program per tile; dQ by the tl dQ kernel
+    # bytes of spills, no serialized MMAs), one program per tile; then the dQ kernel of
+    # kernels/bwd_gluon_d256_dq.py (213,824 bytes, no spills)
     (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
 }

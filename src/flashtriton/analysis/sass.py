@@ -144,6 +144,19 @@ def _gluon_bwd_d256(shape: Shape):
                                             cfg.num_stages, persistent=cfg.persistent)
 
 
+def _gluon_bwd_d256_dq(shape: Shape):
+    import torch
+
+    from flashtriton.configs import make_params
+    from flashtriton.kernels import bwd_gluon_d256_dq
+
+    q, k, v = _qkv(shape.dtype, shape.head_dim)
+    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+    bwd_gluon_d256_dq.attn_bwd_dq_gluon_d256(torch.empty_like(q), q, k, v, lse, lse,
+                                             make_params(shape.head_dim, causal=shape.causal),
+                                             shape.block_m or 64, shape.block_n or 64)
+
+
 def _production_bwd(deterministic: bool):
     def launch(shape: Shape):
         import torch
@@ -171,9 +184,12 @@ KERNELS: dict[str, SassEntry] = {
                                       _gluon_fwd(True), "_attn_fwd_persistent"),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),
-    "gluon_bwd_d256": SassEntry("the Gluon dK/dV kernel at head dim 256, dQ left to the tl "
-                                "kernel (kernels/bwd_gluon_d256.py)", _gluon_bwd_d256,
+    "gluon_bwd_d256": SassEntry("the Gluon dK/dV kernel at head dim 256, dQ left to a kernel "
+                                "of its own (kernels/bwd_gluon_d256.py)", _gluon_bwd_d256,
                                 "_attn_bwd_dkdv_hs"),
+    "gluon_bwd_d256_dq": SassEntry("the Gluon dQ kernel at head dim 256 "
+                                   "(kernels/bwd_gluon_d256_dq.py)", _gluon_bwd_d256_dq,
+                                   "_attn_bwd_dq_hs"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),
     "production_bwd_dkdv_det": SassEntry("deterministic backward's dK/dV kernel (kernels/bwd.py)",

@@ -28,11 +28,12 @@ from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, gluon_bwd_eligible
     from flashtriton.kernels.bwd_gluon_d256 import attn_bwd_dkdv_gluon_d256
+    from flashtriton.kernels.bwd_gluon_d256_dq import attn_bwd_dq_gluon_d256
 except ImportError:  # older Triton: the tl kernels only
     def gluon_bwd_eligible(*args) -> bool:
         return False
 
-    attn_bwd_gluon = attn_bwd_dkdv_gluon_d256 = None
+    attn_bwd_gluon = attn_bwd_dkdv_gluon_d256 = attn_bwd_dq_gluon_d256 = None
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -407,8 +408,8 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     d, d_v = q.shape[-1], v.shape[-1]
     dropout = params.dropout_p > 0
     # on sm_90 the Gluon dK/dV kernel (kernels/bwd_gluon.py, adding dQ by TMA reductions; at
-    # head dim 256 kernels/bwd_gluon_d256.py, with dQ by the tl dQ kernel below) takes the calls
-    # it covers; the deterministic mode and everything else use the tl kernels below
+    # head dim 256 kernels/bwd_gluon_d256.py, then the dQ kernel of bwd_gluon_d256_dq.py) takes
+    # the calls it covers; the deterministic mode and everything else use the tl kernels below
     cfg = config or gluon_bwd_config(q.dtype, d, params.has_right, params.deterministic, dropout,
                                      k.shape[-3])
     gluon = (cfg is not None and cfg.gluon and not params.deterministic
@@ -467,16 +468,15 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         if record:
             store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0]))
         return dq.to(q.dtype), dk, dv
-    if gluon:  # head dim 256: dK and dV by the Gluon kernel; dQ by the tl kernel, its config
+    if gluon:  # head dim 256: dK and dV, then dQ, by the Gluon kernels
         dk, dv = attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m,
                                           cfg.block_n, cfg.num_warps, cfg.num_stages,
                                           persistent=cfg.persistent)
-        cfg = bwd_config(q.dtype, max(d, d_v), params.has_right, True, dropout)
-    else:
-        dk = _empty(k.shape, dtype=k.dtype, device=k.device)
-        dv = _empty(v.shape, dtype=v.dtype, device=v.device)
+        return attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params), dk, dv
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
     dq = dq_acc if fused else _empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = _empty(v.shape, dtype=v.dtype, device=v.device)
     common = dict(
         HEAD_DIM_QK=d, HEAD_DIM_V=d_v, BLOCK_DQK=_pow2_dim(d), BLOCK_DV=_pow2_dim(d_v),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
@@ -490,13 +490,12 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **flags)
     scalars = (params.shift_extra, params.window_left, params.window_right,
                params.qk_scale_log2, params.softcap_log2, LOG2E, params.scale_ds, params.dropout_p)
-    if not gluon:
-        launch(_attn_bwd_dkdv, (cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k),
-               q, k, v, do, lse, delta, dk, dv, dq, mask, slopes, cu_q, cu_k,
-               seed if seed is not None else q,
-               *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
-               *strides(dq), *sl, *sm, s_sb, nheads, nheads_k, nheads // nheads_k, seqlen_q,
-               seqlen_k, *scalars, FUSED_DQ=fused, DQ_TMA=fused and _dq_tma(cfg, dq), **common)
+    launch(_attn_bwd_dkdv, (cdiv(max(seqlen_k, 1), cfg.block_n), batch * nheads_k),
+           q, k, v, do, lse, delta, dk, dv, dq, mask, slopes, cu_q, cu_k,
+           seed if seed is not None else q,
+           *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
+           *strides(dq), *sl, *sm, s_sb, nheads, nheads_k, nheads // nheads_k, seqlen_q,
+           seqlen_k, *scalars, FUSED_DQ=fused, DQ_TMA=fused and _dq_tma(cfg, dq), **common)
     if fused:
         return (dq if q.dtype == torch.float32 else dq.to(q.dtype)), dk, dv
     launch(_attn_bwd_dq, (cdiv(max(seqlen_q, 1), cfg.block_m), batch * nheads),

@@ -1,5 +1,5 @@
-"""The backward's dK/dV kernel at head dim 256 on Hopper in Gluon; dQ is left to the ``tl`` dQ
-kernel (kernels/bwd.py's ``_attn_bwd_dq``). The plain path of kernels/bwd_gluon.py (no mask,
+"""The backward's dK/dV kernel at head dim 256 on Hopper in Gluon; dQ is left to a kernel of
+its own (kernels/bwd_gluon_d256_dq.py). The plain path of kernels/bwd_gluon.py (no mask,
 softcap, ALiBi, dropout or left window), 16-bit inputs, causal or not, dense, for sm_90.
 
 At head dim 256 the structure of kernels/bwd_gluon.py does not fit: a consumer warpgroup that
@@ -227,7 +227,7 @@ def attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
                              persistent: bool = False, record=None):
     """Launch the head-dim-256 Gluon dK/dV kernel (the calls kernels/bwd_gluon.py's
     ``gluon_bwd_eligible`` covers, at head dim 256); ``delta`` is the preprocessed
-    rowsum(dO ∘ O) (less dlse). dQ is not computed: the caller runs the ``tl`` dQ kernel.
+    rowsum(dO ∘ O) (less dlse). dQ is not computed: the caller runs a dQ kernel.
     ``record``: as ``attn_bwd_gluon``'s. Returns (dk, dv)."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     d = q.shape[-1]

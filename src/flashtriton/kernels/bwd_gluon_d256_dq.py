@@ -1,0 +1,264 @@
+"""The backward's dQ kernel at head dim 256 on Hopper in Gluon, beside kernels/bwd_gluon_d256.py's
+dK/dV kernel: the same plain path (no mask, softcap, ALiBi, dropout or left window), 16-bit
+inputs, causal or not, dense, for sm_90. Deterministic: each program owns its query rows.
+
+A program takes BLOCK_M query rows of a head: a producer partition loads their Q and dO (and
+lse, δ) once, then streams the K and V tiles they see through ``STAGES``-deep rings by TMA.
+The two consumer warpgroups split dQ's head dim as the dK/dV kernel splits dK's and dV's:
+warpgroup w keeps columns [w·128, w·128 + 128) of dQ (64 registers a thread). The score
+products sum over the whole head dim, so each warpgroup computes them for half of the tile's
+BLOCK_N keys and the two exchange their halves of dS. Per key tile:
+
+    S = Q K_wᵀ, dP = dO V_wᵀ           (w's BLOCK_N / 2 keys; issued together)
+    P = exp2(S·scale − lse)
+    dS = P ∘ (dP − δ)                  → w's columns of the shared dS tile
+    wait for the other warpgroup's columns (an mbarrier per step parity)
+    dQ_w += dS K[:, w's columns]
+
+Keys past seqlen_k need no mask: TMA fills their K and V rows with zeros, so their dS (−P·δ)
+meets a zero row of K. dQ is written once, in the inputs' dtype, from the registers.
+
+Prepared in session 17 and compiled for sm_90a only; see docs/perf-log.md.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                              warpgroup_mma, warpgroup_mma_wait)
+
+from flashtriton.configs import LOG2E
+from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
+
+_empty = torch.empty
+
+
+@gluon.jit
+def _dq_tile(BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, batch, nheads, seqlen_q, seqlen_k,
+             shift, reverse):
+    """This program's rows: (batch, head, first row, key tiles they see). Causal (``reverse``),
+    the row blocks that see the most keys first, every head's before the next block's."""
+    n_mb = gl.cdiv(seqlen_q, BLOCK_M)
+    pid = gl.program_id(0)
+    bh = pid % (batch * nheads)
+    mb = pid // (batch * nheads)
+    if reverse:
+        mb = n_mb - 1 - mb
+    m0 = mb * BLOCK_M
+    n_end = gl.minimum(seqlen_k, gl.maximum(m0 + BLOCK_M + shift, 0))
+    return bh // nheads, bh % nheads, m0, gl.cdiv(n_end, BLOCK_N)
+
+
+@gluon.jit
+def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm,
+                 stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob,
+                 stride_dom, stride_lb, stride_lh):
+    """The default partition: the program's Q and dO by TMA, with lse (as log2, +inf for rows
+    past seqlen_q) and δ into shared memory beside them; then the K and V tiles its rows see
+    through the rings."""
+    q_smem, do_smem, lse_smem, delta_smem, q_ready = rows
+    k_smem, v_smem, kv_ready, kv_empty = ring
+    batch, nheads, group, seqlen_q, seqlen_k, shift, reverse = schedule
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    b, h, m0, n_steps = _dq_tile(BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k, shift,
+                                 reverse)
+    h_k = h // group
+    q_desc = tma.make_tensor_descriptor(Q, shape=[batch, seqlen_q, nheads * HEAD_DIM],
+                                        strides=[stride_qb, stride_qm, 1],
+                                        block_shape=[1, BLOCK_M, HEAD_DIM],
+                                        layout=q_smem.type.layout)
+    do_desc = tma.make_tensor_descriptor(DO, shape=[batch, seqlen_q, nheads * HEAD_DIM],
+                                         strides=[stride_dob, stride_dom, 1],
+                                         block_shape=[1, BLOCK_M, HEAD_DIM],
+                                         layout=do_smem.type.layout)
+    k_desc = tma.make_tensor_descriptor(K, shape=[batch, seqlen_k, nheads // group, HEAD_DIM],
+                                        strides=[stride_kb, stride_kn, stride_kh, 1],
+                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                        layout=k_smem.type.layout)
+    v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads // group, HEAD_DIM],
+                                        strides=[stride_vb, stride_vn, stride_vh, 1],
+                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                        layout=v_smem.type.layout)
+    mbarrier.expect(q_ready, 2 * BLOCK_M * HEAD_DIM * 2)
+    tma.async_copy_global_to_shared(q_desc, [b, m0, h * HEAD_DIM], q_ready, q_smem)
+    tma.async_copy_global_to_shared(do_desc, [b, m0, h * HEAD_DIM], q_ready, do_smem)
+    row_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs_m = m0 + gl.arange(0, BLOCK_M, layout=row_layout)
+    l_base = b.to(gl.int64) * stride_lb + h * stride_lh
+    lse = gl.load(LSE + l_base + offs_m, mask=offs_m < seqlen_q, other=float("-inf"))
+    delta = gl.load(DELTA + l_base + offs_m, mask=offs_m < seqlen_q, other=0.0)
+    lse_smem.store(gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634))
+    delta_smem.store(delta)
+    gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+    mbarrier.arrive(q_ready)  # the second of its two arrivals
+    for j in range(n_steps):
+        slot = j % STAGES
+        mbarrier.wait(kv_empty.index(slot), ((j // STAGES) & 1) ^ 1)  # fresh: passes phase 1
+        mbarrier.expect(kv_ready.index(slot), 2 * BLOCK_N * HEAD_DIM * 2)
+        tma.async_copy_global_to_shared(k_desc, [b, j * BLOCK_N, h_k, 0], kv_ready.index(slot),
+                                        k_smem.index(slot))
+        tma.async_copy_global_to_shared(v_desc, [b, j * BLOCK_N, h_k, 0], kv_ready.index(slot),
+                                        v_smem.index(slot))
+
+
+@gluon.jit
+def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
+    """One consumer warpgroup: its half of dQ's columns over every key tile (see the module
+    docstring), written at the end."""
+    q_smem, do_smem, lse_smem, delta_smem, q_ready = rows
+    k_smem, v_smem, kv_ready, kv_empty = ring
+    batch, nheads, group, seqlen_q, seqlen_k, shift, reverse = schedule
+    DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    HALF_N: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of a tile
+    HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dQ
+    dtype: gl.constexpr = DQ.dtype.element_ty
+    WARPS: gl.constexpr = gl.num_warps()
+    # S, dP: [BLOCK_M queries, HALF_N keys] (lse and δ one per row); dQ: [BLOCK_M, HALF_D]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, HALF_N, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                         instr_shape=[16, HALF_D, 16])
+    b, h, m0, n_steps = _dq_tile(BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k, shift,
+                                 reverse)
+    q_s = q_smem.reshape([BLOCK_M, HEAD_DIM])
+    do_s = do_smem.reshape([BLOCK_M, HEAD_DIM])
+    offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    cols_n = WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(0, s_layout))
+    zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
+    dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
+    mbarrier.wait(q_ready, 0)
+    lse2 = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
+    delta = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
+    for j in range(n_steps):
+        slot = j % STAGES
+        n0 = j * BLOCK_N
+        k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+        v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+        mbarrier.wait(kv_ready.index(slot), (j // STAGES) & 1)
+        k_w = k_s.slice(WG * HALF_N, HALF_N, dim=0)
+        v_w = v_s.slice(WG * HALF_N, HALF_N, dim=0)
+        s = warpgroup_mma(q_s, k_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        dp = warpgroup_mma(do_s, v_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+        p = gl.exp2(s * qk_scale - lse2)
+        if n0 + WG * HALF_N + HALF_N - 1 > m0 + shift:  # the causal diagonal cuts these keys
+            keep = gl.expand_dims(n0 + cols_n, 0) <= gl.expand_dims(offs_m, 1) + shift
+            p = gl.where(keep, p, 0.0)
+        dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+        ds = p * (dp - delta)
+        par = j % 2
+        ds_smem.index(par).slice(WG * HALF_N, HALF_N, dim=1).store(ds.to(dtype))
+        fence_async_shared()  # visible to the MMAs (the async proxy) that read it
+        gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+        mbarrier.arrive(xchg.index(par))
+        mbarrier.wait(xchg.index(par), (j // 2) & 1)  # and the other warpgroup's columns
+        dq = warpgroup_mma(ds_smem.index(par), k_s.slice(WG * HALF_D, HALF_D, dim=1), dq,
+                           is_async=True)
+        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+        mbarrier.arrive(kv_empty.index(slot))  # K and V of this tile are no longer read
+    rows_o = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
+    cols_o = WG * HALF_D + gl.arange(0, HALF_D, layout=gl.SliceLayout(0, acc_layout))
+    ptrs = (DQ + b.to(gl.int64) * stride_dqb + h.to(gl.int64) * stride_dqh
+            + gl.expand_dims(rows_o, 1).to(gl.int64) * stride_dqm + gl.expand_dims(cols_o, 0))
+    gl.store(ptrs, (dq * scale_ds).to(dtype), mask=gl.expand_dims(rows_o < seqlen_q, 1))
+
+
+@gluon.jit
+def _dq_consumer0(rows, ring, schedule, args):
+    _dq_consumer(rows, ring, schedule, args, 0)
+
+
+@gluon.jit
+def _dq_consumer1(rows, ring, schedule, args):
+    _dq_consumer(rows, ring, schedule, args, 1)
+
+
+@gluon.jit
+def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
+                    stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
+                    stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm, stride_dqh,
+                    stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
+                    qk_scale, scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                    CONSUMER_WARPS: gl.constexpr):
+    """BLOCK_M query rows of a head per program (see the module docstring)."""
+    dtype: gl.constexpr = Q.dtype.element_ty
+    if not CAUSAL:
+        shift = seqlen_k  # every key is left of every row's diagonal
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
+                                                                   dtype)
+    # dS is written in BLOCK_N / 2-column halves, which must start on a swizzle row
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_N,
+                                                   element_bitwidth=16, rank=2)
+    q_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, HEAD_DIM], q_layout)
+    do_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, HEAD_DIM], q_layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
+    row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    lse_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M], row_layout)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M], row_layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=2)  # the TMA bytes' and the lse / δ stores
+    for i in gl.static_range(STAGES):
+        mbarrier.init(kv_ready.index(i), count=1)
+        mbarrier.init(kv_empty.index(i), count=2)  # one arrival per consumer
+    for i in gl.static_range(2):
+        mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
+
+    rows = (q_smem, do_smem, lse_smem, delta_smem, q_ready)
+    ring = (k_smem, v_smem, kv_ready, kv_empty)
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, reverse)
+    loads = (rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
+             stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
+             stride_lb, stride_lh)
+    work = (rows, ring, schedule, (DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb,
+                                   stride_dqm, stride_dqh))
+    gl.warp_specialize([(_dq_producer, loads), (_dq_consumer0, work), (_dq_consumer1, work)],
+                       [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+
+
+def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
+                           block_n: int = 64, num_warps: int = 4, num_stages: int = 2,
+                           record=None):
+    """Launch the head-dim-256 Gluon dQ kernel (the calls kernels/bwd_gluon.py's
+    ``gluon_bwd_eligible`` covers, at head dim 256); ``delta`` is the preprocessed
+    rowsum(dO ∘ O) (less dlse). One program per ``block_m`` query rows of a head. ``record``:
+    as ``attn_bwd_gluon``'s. Returns dq in q's dtype."""
+    ensure_allocator()  # the kernel builds its TMA descriptors on the device
+    batch, seqlen_q, nheads, d = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    if d != 256:
+        raise ValueError(f"head dim: attn_bwd_dq_gluon_d256 covers 256, not {d}")
+    if num_warps != 4 or block_m != 64 or block_n != 64:
+        raise ValueError("attn_bwd_dq_gluon_d256: one warpgroup per consumer (num_warps=4), "
+                         f"64-row blocks, 64-key tiles; got num_warps={num_warps}, "
+                         f"block_m={block_m}, block_n={block_n}")
+    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+    causal = params.window_right == 0
+    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
+    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
+    grid = (cdiv(seqlen_q, block_m) * batch * nheads,)
+    strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
+               *dq.stride()[:3], *lse.stride()[:2])
+    rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
+            params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
+    entry = launch(_attn_bwd_dq_hs, grid, q, k, v, do, lse, delta, dq, *rest,
+                   HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=num_stages,
+                   CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
+    if record is not None and entry is not None:
+        record.append((entry, grid3(grid), rest))
+    return dq
