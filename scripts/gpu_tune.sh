@@ -20,8 +20,8 @@
 # keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice),
 # bwd-d128c-empty (d128 causal, deferred dQ on its own barriers or on `empty`, or not deferred;
 # both launches; 1k-16k), bwd-gluon-d256 (the d256 Gluon dK/dV and dQ kernels against the tl
-# two-kernel config), bwd-d256-spills (d256, the tl configs that spill least, atomic dQ or
-# two kernels), fwd-gluon-d256 (the Gluon forward at d256, 64- or 32-key tiles, with and
+# two-kernel config), fwd-gluon-d256-pers (d256 forward, persistent or not), bwd-d256-spills
+# (d256, the tl configs that spill least, atomic dQ or two kernels), fwd-gluon-d256 (the Gluon forward at d256, 64- or 32-key tiles, with and
 # without ping-pong, against the shipped tl config).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
@@ -117,6 +117,11 @@ for name in $SWEEPS; do
     bwd-gluon-d256) sweep bwd-gluon-d256 120 --pass bwd --headdims 256 \
         --seqlens 1024,4096,16384 --causal 0,1 \
         --bwd-space "'64:64;4;1,2;gluonsep|64:64;4;2;gluonseppers|64:64;8;2;ptrsep'" ;;
+    # session 17 (branch fwd-gluon-d256-pers): the d256 Gluon forward persistent (O through
+    # Q's buffers) or one program per tile, with ping-pong or without
+    fwd-gluon-d256-pers) sweep fwd-gluon-d256-pers 120 --pass fwd --headdims 256 \
+        --seqlens 1024,4096,16384 --causal 0,1 \
+        --fwd-space "'128:64;4;2;gluonpp,gluonpppers,gluon,gluonpers'" ;;
     # session 16 (branch fwd-gluon-d256): the Gluon forward at d256 against the tl one
     fwd-gluon-d256) sweep fwd-gluon-d256 150 --pass fwd --headdims 256 \
         --seqlens 1024,4096,16384 --causal 0,1 --fwd-space \

@@ -88,12 +88,14 @@ def test_gluon_backward_d256_config(compiled):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_gluon_forward_d256_is_one_program_per_tile(compiled, causal):
-    """Head dim 256: two consumers, 64-key tiles, never persistent (its O buffers would not
-    fit in shared memory beside Q, K and V)."""
-    for seqlen_k in (1, 1024, configs.PERSISTENT_FWD_BELOW, 65536):
+def test_gluon_forward_d256_is_persistent_below_the_threshold(compiled, causal):
+    """Head dim 256: two consumers, 64-key tiles; persistent below PERSISTENT_FWD_BELOW keys
+    (O leaves through Q's buffers), one program per tile from there."""
+    below = configs.PERSISTENT_FWD_BELOW
+    for seqlen_k in (1, 1024, below - 1, below, 65536):
         cfg = configs.gluon_fwd_config(torch.bfloat16, 256, causal, False, seqlen_k)
-        assert (cfg.gluon, cfg.persistent, cfg.block_m, cfg.block_n) == (True, False, 128, 64)
+        assert (cfg.gluon, cfg.block_m, cfg.block_n) == (True, 128, 64)
+        assert cfg.persistent == (seqlen_k < below), seqlen_k
 
 
 def test_interpreter_selects_no_gluon_config(monkeypatch):

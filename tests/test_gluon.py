@@ -118,6 +118,17 @@ CASES += [
     case(1, 1000, 1000, 2, 2, 256, False, F16, (128, 64, 4, 2, False)),
     case(1, 2049, 2049, 2, 2, 256, True, BF16, D256),
 ]
+# persistent at head dim 256 (O leaves through Q's buffers): more tiles than SMs, so buffers
+# are handed on from tile to tile; both masks, ping-pong or not, GQA, fp16, causal orders
+D256PERS = (128, 64, 4, 2, True, True)
+CASES += [
+    case(1, 1, 1, 2, 2, 256, True, BF16, D256PERS),
+    case(4, 1000, 1000, 16, 16, 256, False, BF16, D256PERS),
+    case(4, 1000, 1000, 16, 16, 256, True, BF16, (*D256PERS, "row")),
+    case(3, 777, 901, 16, 4, 256, True, F16, (*D256PERS, "head")),
+    case(2, 129, 65, 40, 20, 256, True, BF16, (128, 64, 4, 2, False, True)),
+    case(2, 2049, 2049, 16, 16, 256, True, BF16, D256PERS),
+]
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)
@@ -188,9 +199,9 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
 
 
 def test_d256_forward_and_backward_are_gluon(monkeypatch):
-    """Head dim 256: the public forward runs the Gluon kernel (one program per tile); the
+    """Head dim 256: the public forward runs the Gluon kernel (persistent at 700 keys); the
     backward the head-dim-256 Gluon dK/dV kernel (kernels/bwd_gluon_d256.py), not the d64/d128
-    one, and the tl dQ kernel, on that forward's lse."""
+    one, then its Gluon dQ kernel, on that forward's lse."""
     import flashtriton.kernels.bwd as bwd
     import flashtriton.kernels.fwd as fwd
     from flashtriton import flash_attn_func
@@ -209,7 +220,7 @@ def test_d256_forward_and_backward_are_gluon(monkeypatch):
     check_attention(lambda q, k, v: flash_attn_func(q, k, v, causal=True),
                     lambda q, k, v, upcast: attention_ref(q, k, v, causal=True,
                                                           upcast=upcast)[0], (q, k, v))
-    assert calls and all(c == (128, 64, 4, 2, True, False, None) for c in calls), calls
+    assert calls and all(c == (128, 64, 4, 2, True, True, None) for c in calls), calls
     assert not bwd_calls, "the d64/d128 Gluon backward ran at head dim 256"
     assert d256_calls, "the head-dim-256 Gluon backward did not run"
 

@@ -135,6 +135,15 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
 
 
+def test_gluon_persistent_forward_d256_fits_an_sm():
+    """Head dim 256, persistent, O through Q's buffers: within an H200 block's shared memory,
+    MMAs not serialized, spills no more than when it was written (68 bytes, session 17)."""
+    r = _sass("--kernel", "gluon_fwd_persistent", "--headdim", "256")
+    assert r["kernel"] == "_attn_fwd_persistent" and r["constexprs"]["BLOCK_N"] == 64
+    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] <= 68
+    assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_persistent_forward_entry_compiles(head_dim):
     """The persistent Gluon forward (opt-in): no serialized warpgroup MMAs, no spills, TMA loads

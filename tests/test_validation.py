@@ -99,8 +99,8 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 
 def test_gluon_launchers_reject_unknown_options():
-    """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 runs
-    neither persistent nor on three consumers; the backward defers dQ only when it is split
+    """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 does not
+    run on three consumers; the backward defers dQ only when it is split
     (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only if
     it is float32, contiguous and shaped like q; the head-dim-256 dK/dV and dQ kernels take
     head dim 256, one warpgroup per consumer, 64-key tiles and 64-query blocks. Refused before
@@ -113,8 +113,8 @@ def test_gluon_launchers_reject_unknown_options():
     with pytest.raises(ValueError, match="tile_order='diagonal'"):
         attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128, 128, 4, 2, False, True,
                        "diagonal")
-    q256 = t(1, 64, 2, 256)  # head dim 256: two consumers, one program per tile only
-    for blocks in ((128, 64, 4, 2, False, True), (192, 64, 4, 2, False, False)):
+    q256 = t(1, 64, 2, 256)  # head dim 256: two consumers only
+    for blocks in ((192, 64, 4, 2, False, True), (192, 64, 4, 2, False, False)):
         with pytest.raises(ValueError, match="head dim 256 runs two consumers"):
             attn_fwd_gluon(q256, q256, q256, make_params(256), *blocks)
     with pytest.raises(ValueError, match="defer_dq needs split_dq"):

@@ -144,15 +144,19 @@ _FWD_GLUON = {
     (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
-    # head dim 256: two consumers of 64 rows against 64-key tiles, one program per tile at
-    # every length (Q, K and V take 196,608 bytes of shared memory; the persistent kernel's O
-    # buffers would not fit); no spills, no serialized warpgroup MMAs. Session 17:
+    # head dim 256: two consumers of 64 rows against 64-key tiles (Q, K and V take 196,608
+    # bytes of shared memory); one program per tile: no spills, no serialized warpgroup MMAs.
+    # Session 17:
     # 2026-11-30-s17-tune-fwd-gluon-d256.json (bf16; with ping-pong / without / the tl kernel
     # 128x64 w8 / cuDNN): 1k 511 / 503 / 396 / 562, causal 376 / 381 / 277 / 413; 4k 632 / 637 /
     # 477 / 624, causal 538 / 544 / 413 / 542; 16k 678 / 673 / 513 / 634, causal 657 / 660 /
     # 499 / 576 (ping-pong or not within 1.2% everywhere; 32-key tiles 20-25% slower).
-    (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
-    (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
+    # Branch fwd-gluon-d256-pers (session 17, compiled for sm_90a only, not yet run or timed on
+    # the GPU): persistent below PERSISTENT_FWD_BELOW keys, O leaving through Q's buffers
+    # (197,112 bytes of shared memory, 68 / 28 bytes of spills, no serialized MMAs), for the 1k
+    # rows (0.83-0.89x cuDNN with one program per tile).
+    (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
+    (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
@@ -314,7 +318,7 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise,
     and under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per
-    tile from there (d64 causal: persistent throughout; d256: one program per tile always);
+    tile from there (d64 causal: persistent throughout);
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
     THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
     kernel covers."""

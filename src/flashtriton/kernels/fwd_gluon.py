@@ -472,7 +472,9 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     """Persistent forward, one consumer warpgroup: for each tile, ``_attend_tile`` on ring
     positions that run on across tiles; Q's buffer is released as soon
     as the tile's last S product has completed (the producer loads the next Q under this tile's
-    last P V and epilogue); O leaves through its own buffer by TMA."""
+    last P V and epilogue); O leaves through its own buffer by TMA. At head dim 256 there is no
+    room for O buffers: O leaves through Q's, which is released once that store has read it
+    (the next tile's K/V loads still run under the epilogue)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
@@ -482,6 +484,8 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    O_IN_Q: gl.constexpr = HEAD_DIM == 256  # o_smem is q_smem (_attn_fwd_persistent)
+    RELEASE_Q: gl.constexpr = HEAD_DIM != 256  # Q's buffer released after the last S product
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
@@ -507,18 +511,24 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
         mbarrier.wait(qb, local & 1)
-        mbarrier.arrive(qe, pred=n_own == 0)  # no product reads this Q
+        if RELEASE_Q:
+            mbarrier.arrive(qe, pred=n_own == 0)  # no product reads this Q
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, qe, zero_s, kv, turns, n_tiles, n_own, n_full, offs_m,
-                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
+                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, RELEASE_Q,
                                      CONSUMERS > 2)
         out, lse = _normalize(acc, m_i, l_i)
-        tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
+        if not O_IN_Q:
+            tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
+        # (O_IN_Q: every product that read Q has completed in _attend_tile)
         o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [b, rows0, h, 0], o_s)
         gl.store(LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + offs_m, lse,
                  mask=offs_m < seqlen_q)
+        if O_IN_Q:
+            tma.store_wait(pendings=0)  # O has left Q's buffer: the next tile's Q may load
+            mbarrier.arrive(qe)
         kv += n_tiles
         local += 1
         turns += gl.maximum(n_tiles - 1, 0)
@@ -563,7 +573,10 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
-    o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+    if HEAD_DIM == 256:  # Q and the K/V rings fill the shared memory: O leaves through Q's buffer
+        o_smem = q_smem
+    else:
+        o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
@@ -608,8 +621,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings (head dim 256: two
-    consumers, one program per tile, since Q, K and V alone take most of the shared memory
-    there and the persistent kernel keeps separate O buffers). ``persistent``: one
+    consumers, since Q, K and V alone take most of the shared memory there; persistent, O
+    leaves through Q's buffers). ``persistent``: one
     program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
     ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
     ``causal_fwd_order`` models as balanced. ``plan_key``: store this call's launch as a plan
@@ -622,10 +635,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                          f"consumer's {rows} rows must be a multiple of 16·num_warps (three "
                          f"consumers: 4 warps each)")
     d = q.shape[-1]
-    if d == 256 and (persistent or consumers == 3):
-        raise ValueError("attn_fwd_gluon: head dim 256 runs two consumers, one program per tile "
-                         "(the persistent kernel's O buffers, or a third Q buffer, do not fit "
-                         "in shared memory)")
+    if d == 256 and consumers == 3:
+        raise ValueError("attn_fwd_gluon: head dim 256 runs two consumers (a third Q buffer "
+                         "does not fit in shared memory)")
     if tile_order not in (None, "head", "row"):
         raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row' or None")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
