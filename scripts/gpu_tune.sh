@@ -19,10 +19,12 @@
 # persistent with the modeled order or one program per tile), fwd-c3-8k (d64 causal at 8192
 # keys: two consumers or three), bwd-defer-d128c (d128 causal 4096, deferred dQ or not, twice),
 # bwd-d128c-empty (d128 causal, deferred dQ on its own barriers or on `empty`, or not deferred;
-# both launches; 1k-16k), bwd-gluon-d256 (the d256 Gluon dK/dV and dQ kernels against the tl
+# both launches; 1k-16k), bwd-d128c-2k (d128 causal at 2k and 4k keys: deferred dQ on `empty`
+# or not, persistent), bwd-gluon-d256 (the d256 Gluon dK/dV and dQ kernels against the tl
 # two-kernel config), fwd-gluon-d256-pers (d256 forward, persistent or not), bwd-d256-spills
-# (d256, the tl configs that spill least, atomic dQ or two kernels), fwd-gluon-d256 (the Gluon forward at d256, 64- or 32-key tiles, with and
-# without ping-pong, against the shipped tl config).
+# (d256, the tl configs that spill least, atomic dQ or two kernels), fwd-gluon-d256 (the
+# Gluon forward at d256, 64- or 32-key tiles, with and without ping-pong, against the shipped
+# tl config).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs).
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
@@ -112,6 +114,10 @@ for name in $SWEEPS; do
     bwd-d128c-empty) sweep bwd-d128c-empty 120 --pass bwd --headdims 128 \
         --seqlens 1024,4096,16384 --causal 1 --bwd-space \
         "'64:128;4;2;gluonsplitpers,gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplit,gluonsplitdefer,gluonsplitdeferempty'" ;;
+    # session 17 (branch bwd-d128c-defer): d128 causal at 2k keys, where the branch starts to
+    # defer dQ (FEW_KEYS_BWD_BELOW), deferred on `empty` or not; 4k beside it
+    bwd-d128c-2k) sweep bwd-d128c-2k 60 --pass bwd --headdims 128 --seqlens 2048,4096 \
+        --causal 1 --bwd-space "'64:128;4;2;gluonsplitpers,gluonsplitdeferemptypers'" ;;
     # session 17 (branch bwd-gluon-d256): the d256 Gluon dK/dV kernel (one or two ring slots,
     # one program per tile or persistent) against the tl two-kernel config shipped
     bwd-gluon-d256) sweep bwd-gluon-d256 120 --pass bwd --headdims 256 \

@@ -52,20 +52,20 @@ def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, causal):
-    below = configs.PERSISTENT_BWD_BELOW
-    for seqlen_k in (1, 1024, below - 1):
+    below, few = configs.PERSISTENT_BWD_BELOW, configs.FEW_KEYS_BWD_BELOW
+    for seqlen_k in (1, 1024, few - 1, few, 4096, below - 1):
         cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
-        # deferred dQ everywhere but d128 causal (docs/perf-log.md, session 8)
-        assert cfg.defer_dq == ((head_dim, causal) != (128, True)), seqlen_k
-        # its product waits on the ring's `empty` at d128 without a mask (perf-log, session 16)
-        assert cfg.dq_on_empty == ((head_dim, causal) == (128, False)), seqlen_k
+        # deferred dQ everywhere but d128 causal below `few` keys (perf-log, sessions 8 and 17),
+        # its product waiting on the ring's `empty` at d128 (sessions 16 and 17)
+        plain = (head_dim, causal) == (128, True) and seqlen_k < few
+        assert cfg.defer_dq == (not plain), seqlen_k
+        assert cfg.dq_on_empty == (head_dim == 128 and not plain), seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and not cfg.persistent, seqlen_k
-        assert cfg.defer_dq == ((head_dim, causal) != (128, True)), seqlen_k
-        # its product waits on the ring's `empty` at d128 without a mask (perf-log, session 16)
-        assert cfg.dq_on_empty == ((head_dim, causal) == (128, False)), seqlen_k
+        assert cfg.defer_dq, seqlen_k
+        assert cfg.dq_on_empty == (head_dim == 128), seqlen_k
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 
 

@@ -198,6 +198,9 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
         flash_attn_func(q, k, v, causal=True).sum().backward()
         assert calls[-1] == (True, True, d == 64, False), f"d{d}: the Gluon backward did not " \
             "run as configured"
+    q, k, v = (randn(1, 2048, 1, 128, dtype=BF16, requires_grad=True) for _ in range(3))
+    flash_attn_func(q, k, v, causal=True).sum().backward()  # d128 causal from 2048 keys
+    assert calls[-1] == (True, True, True, True)
     q, k, v = (randn(1, 8192, 1, 64, dtype=BF16, requires_grad=True) for _ in range(3))
     flash_attn_func(q, k, v).sum().backward()  # from PERSISTENT_BWD_BELOW keys: one per tile
     assert calls[-1] == (True, False, True, False)

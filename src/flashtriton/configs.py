@@ -250,7 +250,8 @@ _BWD = {
 # 344.3, causal 201.7 / 203.8, 249.0 / 251.2; d128 16k 526.0 / 546.7, 533.2 / 548.7, 549.7,
 # causal 526.6 / 525.9, 392.0 / 393.6, 531.3; 4k 490.7 / 504.3, 502.1 / 517.3, causal 414.4 /
 # 445.5, 454.1 / 425.7; 1k 377.7 / 374.0, 394.5 / 403.2, causal 257.3 / 259.5, 286.0 / 290.3.
-# Shipped where it won (d128 causal kept without: level at 16k, 6% slower persistent at 4k).
+# Shipped where it won (d128 causal kept without: level at 16k, 6% slower persistent at 4k;
+# since session 17 deferred there too from FEW_KEYS_BWD_BELOW keys, below).
 # Ring depth at d64 again after sessions 8-13 (persistent, deferred dQ, dK/dV by TMA), session
 # 15: 2026-11-30-s15-tune-bwd-d64-stages.json / -16k.json (bf16, two slots / three, each timed
 # twice in alternation): causal 16k 417.7 418.8 / 424.4 430.1, 4k 378.4 382.7 / 381.8 382.8,
@@ -273,7 +274,8 @@ _BWD_GLUON = {
                              persistent=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                dq_on_empty=True, persistent=True),
-    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
+                              dq_on_empty=True, persistent=True),
     # head dim 256 (session 17, compiled for sm_90a only, not yet run or timed on the GPU):
     # kernels/bwd_gluon_d256.py's dK/dV kernel, the two consumers splitting the head dim over
     # one 64-key tile, 64-query steps in two-slot rings (231,896 bytes of shared memory, 140
@@ -283,6 +285,18 @@ _BWD_GLUON = {
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
+# d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
+# sweep bwd-d128c-empty (2026-11-30-s17-tune-bwd-d128c-empty-run{1,2,3}.json; bf16, TFLOP/s;
+# not deferred / deferred / deferred on `empty`; cuDNN): persistent 1k 314.5 317.6 318.1 /
+# 291.6 293.0 318.7 / 290.3 280.3 317.9, cuDNN 302.3 299.4 296.7; 4k 437.4 463.0 438.0 /
+# 461.2 458.9 474.4 / 472.5 469.7 475.8, cuDNN 453.8 453.5 437.1; one program per tile 16k
+# 511.3 516.4 523.7 / 528.0 525.4 524.2 / 521.4 531.4 527.0, cuDNN 506.9 516.5 516.7. Session 8
+# had found deferring 2-6% slower persistent at 4k (above), before the dS staging buffers and
+# the TMA dK/dV stores of sessions 9-13. 2k was not measured (sweep bwd-d128c-2k).
+FEW_KEYS_BWD_BELOW = 2048
+_BWD_GLUON_FEW_KEYS = {
+    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+}
 _INTERPRET = KernelConfig(16, 16, 4, 1)
 # Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.
 _INTERPRET_DROPOUT = KernelConfig(16, 32, 4, 1)
@@ -352,12 +366,16 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
-    one program per tile from there. The launcher still checks that the call is one the kernel
-    covers."""
+    one program per tile from there; where ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal),
+    that entry below FEW_KEYS_BWD_BELOW keys. The launcher still checks that the call is one
+    the kernel covers."""
     if deterministic or dropout:
         return None
-    return _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, PERSISTENT_BWD_BELOW, dtype, head_dim,
-                         causal, seqlen_k)
+    cfg = _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, PERSISTENT_BWD_BELOW, dtype, head_dim,
+                        causal, seqlen_k)
+    if cfg is not None and seqlen_k < FEW_KEYS_BWD_BELOW:
+        cfg = _BWD_GLUON_FEW_KEYS.get((head_dim, bool(causal)), cfg)
+    return cfg
 
 
 def bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
