@@ -276,13 +276,17 @@ _BWD_GLUON = {
                                dq_on_empty=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               dq_on_empty=True, persistent=True),
-    # head dim 256 (session 17, compiled for sm_90a only, not yet run or timed on the GPU):
-    # kernels/bwd_gluon_d256.py's dK/dV kernel, the two consumers splitting the head dim over
-    # one 64-key tile, 64-query steps in two-slot rings (231,896 bytes of shared memory, 140
-    # bytes of spills, no serialized MMAs), one program per tile; then the dQ kernel of
-    # kernels/bwd_gluon_d256_dq.py (213,824 bytes, no spills)
-    (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
-    (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False),
+    # head dim 256 (written in session 17, first run in session 18): kernels/bwd_gluon_d256.py's
+    # dK/dV kernel, the two consumers splitting the head dim over one 64-key tile, 64-query
+    # steps in two-slot rings (231,896 bytes of shared memory, 140 bytes of spills); then the
+    # dQ kernel of kernels/bwd_gluon_d256_dq.py (213,824 bytes, no spills). Its A/B against the
+    # tl two-kernel path (2026-11-30-s18-ab-bwd-gluon-d256-dq-*.json, one program per tile):
+    # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
+    # slot / two / two persistent; no mask, causal): 1k 236.8 256.9 270.3, 183.7 191.6 212.6;
+    # 4k 305.2 340.5 348.7, 283.4 312.8 325.8; 16k 314.3 370.1 367.4, 327.5 371.0 298.4. So
+    # two slots, persistent below PERSISTENT_BWD_BELOW keys.
+    (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
+    (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
