@@ -25,7 +25,7 @@ def test_backward_tokens(tune):
 def test_two_kernel_backward_tokens(tune):
     sep, ptrsep, fused = tune.parse_space("64:64;8;2;tmasep,ptrsep,tma")
     assert not sep.fused_dq and sep.tma and not ptrsep.fused_dq and not ptrsep.tma
-    # the head-dim-256 Gluon dK/dV kernel with the tl dQ kernel, one program per tile or not
+    # the head-dim-256 Gluon dK/dV kernel, then its Gluon dQ kernel, one program per tile or not
     hs, hs_pers = tune.parse_space("64:64;4;2;gluonsep,gluonseppers")
     assert hs.gluon and not hs.fused_dq and not hs.persistent and not hs.split_dq
     assert hs_pers.gluon and not hs_pers.fused_dq and hs_pers.persistent

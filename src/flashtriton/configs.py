@@ -151,10 +151,11 @@ _FWD_GLUON = {
     # 128x64 w8 / cuDNN): 1k 511 / 503 / 396 / 562, causal 376 / 381 / 277 / 413; 4k 632 / 637 /
     # 477 / 624, causal 538 / 544 / 413 / 542; 16k 678 / 673 / 513 / 634, causal 657 / 660 /
     # 499 / 576 (ping-pong or not within 1.2% everywhere; 32-key tiles 20-25% slower).
-    # Branch fwd-gluon-d256-pers (session 17, compiled for sm_90a only, not yet run or timed on
-    # the GPU): persistent below PERSISTENT_FWD_BELOW keys, O leaving through Q's buffers
-    # (197,112 bytes of shared memory, 68 / 28 bytes of spills, no serialized MMAs), for the 1k
-    # rows (0.83-0.89x cuDNN with one program per tile).
+    # Persistent below PERSISTENT_FWD_BELOW keys (written in session 17, run in session 18), O
+    # leaving through Q's buffers (197,112 bytes of shared memory, 68 / 28 bytes of spills, no
+    # serialized MMAs). Its A/B against one program per tile (2026-11-30-s18-ab-fwd-gluon-d256-
+    # pers-*.json; TFLOP/s, two runs each side): 1k 496.6 499.5 -> 539.3 521.0, causal 359.6
+    # 363.2 -> 415.3 417.6; 4k 647.9 641.5 -> 651.6 654.1, causal 533.5 537.1 -> 586.4 574.2.
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
@@ -296,7 +297,10 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # 461.2 458.9 474.4 / 472.5 469.7 475.8, cuDNN 453.8 453.5 437.1; one program per tile 16k
 # 511.3 516.4 523.7 / 528.0 525.4 524.2 / 521.4 531.4 527.0, cuDNN 506.9 516.5 516.7. Session 8
 # had found deferring 2-6% slower persistent at 4k (above), before the dS staging buffers and
-# the TMA dK/dV stores of sessions 9-13. 2k was not measured (sweep bwd-d128c-2k).
+# the TMA dK/dV stores of sessions 9-13. Session 18's A/B of this split (2026-11-30-s18-ab-bwd-
+# d128c-defer-*.json; TFLOP/s, two runs each side): 4k 441.4 436.9 -> 458.7 452.5, 16k 513.4
+# 519.7 -> 532.3 536.0, 2k 349.8 363.9 -> 349.3 378.8 (too noisy to say; 1k, the same config
+# on both sides, 264.5 278.6 -> 295.4 295.5: the A/B's spread at 1k).
 FEW_KEYS_BWD_BELOW = 2048
 _BWD_GLUON_FEW_KEYS = {
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),

@@ -416,7 +416,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
              and gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen))
     if cfg is None or (cfg.gluon and not gluon):  # the tuned tl config
         cfg = bwd_config(q.dtype, max(d, d_v), params.has_right, params.deterministic, dropout)
-    gluon_dq = gluon and cfg.fused_dq  # the Gluon kernel adds dQ (else the tl dQ kernel does)
+    gluon_dq = gluon and cfg.fused_dq  # the Gluon kernel adds dQ (at d256 its own kernel does)
     if dropout and cfg.block_n % 32:
         raise ValueError(f"config: dropout needs block_n to be a multiple of 32, got {cfg.block_n}")
     if varlen:

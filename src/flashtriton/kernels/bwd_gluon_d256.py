@@ -24,7 +24,7 @@ tiles, 64-query steps and two ring slots, Q, dO, K, V, Pᵀ and dSᵀ take 229,3
 memory; at a tile's end dK and dV leave by TMA staged in the Pᵀ (warpgroup 0) and dSᵀ
 (warpgroup 1) buffers, once both warpgroups are done with them.
 
-Prepared in session 17 and compiled for sm_90a only; see docs/perf-log.md.
+Written in session 17, first run on the GPU in session 18; see docs/perf-log.md.
 """
 
 from __future__ import annotations

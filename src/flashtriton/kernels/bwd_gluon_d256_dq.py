@@ -18,7 +18,7 @@ BLOCK_N keys and the two exchange their halves of dS. Per key tile:
 Keys past seqlen_k need no mask: TMA fills their K and V rows with zeros, so their dS (−P·δ)
 meets a zero row of K. dQ is written once, in the inputs' dtype, from the registers.
 
-Prepared in session 17 and compiled for sm_90a only; see docs/perf-log.md.
+Written in session 17, first run on the GPU in session 18; see docs/perf-log.md.
 """
 
 from __future__ import annotations
