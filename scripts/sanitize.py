@@ -103,5 +103,19 @@ if torch.cuda.get_device_capability()[0] == 9:
                          config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
                                              persistent=persistent, defer_dq=defer,
                                              dq_on_empty=on_empty))
+    # head dim 256 (session 18): the forward persistent (O through Q's buffers) and one program
+    # per tile; the backward's dK/dV kernel persistent and not, then its dQ kernel; GQA, odd
+    # lengths, causal and not
+    q2 = torch.randn(2, 333, 4, 256, device="cuda", dtype=torch.bfloat16)
+    k2 = torch.randn(2, 301, 2, 256, device="cuda", dtype=torch.bfloat16)
+    for causal in (False, True):
+        params = make_params(256, causal=causal)
+        for persistent in (True, False):
+            attn_fwd_gluon(q2, k2, k2, params, 128, 64, 4, 2, True, persistent)
+        o2, lse2 = attn_fwd(q2, k2, k2, params)
+        for persistent in (True, False):
+            attn_bwd(torch.randn_like(o2), q2, k2, k2, o2, lse2, params,
+                     config=KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False,
+                                         persistent=persistent))
 torch.cuda.synchronize()
 print("sanitize script finished")
