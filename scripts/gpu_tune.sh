@@ -48,8 +48,8 @@ if [ "$WHAT" = sanitize ]; then
   exit 0
 fi
 if [ "$WHAT" != sweeps ]; then
-  step tests "${TESTS_LIMIT:-420}" sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 -p no:cacheprovider tests \
-      -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
+  step tests "${TESTS_LIMIT:-420}" sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 \
+      -p no:cacheprovider tests -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
   grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
 fi
 [ "$WHAT" = tests ] && exit 0

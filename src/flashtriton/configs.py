@@ -252,7 +252,7 @@ _BWD = {
 # causal 526.6 / 525.9, 392.0 / 393.6, 531.3; 4k 490.7 / 504.3, 502.1 / 517.3, causal 414.4 /
 # 445.5, 454.1 / 425.7; 1k 377.7 / 374.0, 394.5 / 403.2, causal 257.3 / 259.5, 286.0 / 290.3.
 # Shipped where it won (d128 causal kept without: level at 16k, 6% slower persistent at 4k;
-# since session 17 deferred there too from FEW_KEYS_BWD_BELOW keys, below).
+# since session 18 deferred there too from FEW_KEYS_BWD_BELOW keys, below).
 # Ring depth at d64 again after sessions 8-13 (persistent, deferred dQ, dK/dV by TMA), session
 # 15: 2026-11-30-s15-tune-bwd-d64-stages.json / -16k.json (bf16, two slots / three, each timed
 # twice in alternation): causal 16k 417.7 418.8 / 424.4 430.1, 4k 378.4 382.7 / 381.8 382.8,
@@ -280,7 +280,7 @@ _BWD_GLUON = {
     # head dim 256 (written in session 17, first run in session 18): kernels/bwd_gluon_d256.py's
     # dK/dV kernel, the two consumers splitting the head dim over one 64-key tile, 64-query
     # steps in two-slot rings (231,896 bytes of shared memory, 140 bytes of spills); then the
-    # dQ kernel of kernels/bwd_gluon_d256_dq.py (213,824 bytes, no spills). Its A/B against the
+    # dQ kernel of kernels/bwd_gluon_d256_dq.py (214,848 bytes, no spills). Its A/B against the
     # tl two-kernel path (2026-11-30-s18-ab-bwd-gluon-d256-dq-*.json, one program per tile):
     # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
     # slot / two / two persistent; no mask, causal): 1k 236.8 256.9 270.3, 183.7 191.6 212.6;
