@@ -105,7 +105,7 @@ CASES += [
     case(1, 3000, 3000, 16, 16, 128, True, BF16, PPPERS),  # the model picks row-major on 132 SMs
 ]
 
-# head dim 256: two consumers, one program per tile; with ping-pong (the shipped config) and
+# head dim 256: two consumers, one program per tile; with ping-pong (as shipped) and
 # without, 64-key tiles in two slots or 32-key ones in three (Q, K and V must fit in shared
 # memory), both masks, rows that see no key, MQA and GQA, fp16
 D256, D256N32 = (128, 64, 4, 2, True), (128, 32, 4, 3, False)

@@ -458,8 +458,7 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
     heads · head_dim) descriptors, and a Triton whose Gluon builder has the TMA reduction
     (``HAS_TMA_REDUCE``)."""
     d = q.shape[-1]
-    return (HAS_TMA_REDUCE and d in (64, 128, 256)
-            and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
+    return (HAS_TMA_REDUCE and gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen)
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
 
 

@@ -485,7 +485,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     O_IN_Q: gl.constexpr = HEAD_DIM == 256  # o_smem is q_smem (_attn_fwd_persistent)
-    RELEASE_Q: gl.constexpr = HEAD_DIM != 256  # Q's buffer released after the last S product
+    RELEASE_Q: gl.constexpr = not O_IN_Q  # Q's buffer released after the last S product
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
