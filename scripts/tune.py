@@ -90,7 +90,8 @@ def main():
     # same with each step's dQ product deferred to the next step; gluonsplitdeferempty[pers] =
     # that product waiting on the Q/dO ring's empty barriers; gluonpershead / gluonpersrow =
     # the persistent forward with its causal tiles listed head- or row-block-major;
-    # gluonsep[pers] = the head-dim-256 Gluon dK/dV kernel, then its Gluon dQ kernel)
+    # gluonsep[pers] = the head-dim-256 Gluon dK/dV kernel, then its Gluon dQ kernel, both
+    # persistent with pers)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)

@@ -50,7 +50,8 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, launcher="attn_bwd
              config=GLUON_BWD, **launch_kw):
     """The public function on one case, its backward's config set to ``config`` (None: the
     shipped one), with ``launch_kw`` added to the Gluon launcher's arguments; checks that the
-    launcher ``launcher`` of kernels/bwd.py ran once (and, at head dim 256, the dQ kernel's)."""
+    launcher ``launcher`` of kernels/bwd.py ran once (and, at head dim 256, the dQ kernel's).
+    Returns, for each dQ kernel launch, whether it was persistent."""
     import flashtriton.kernels.bwd as bwd
 
     calls, dq_calls = [], []
@@ -62,7 +63,8 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, launcher="attn_bwd
         return real_launch(*args, **{**kw, **launch_kw})
 
     monkeypatch.setattr(bwd, "attn_bwd_dq_gluon_d256",
-                        lambda *a, **kw: dq_calls.append(1) or real_dq(*a, **kw))
+                        lambda *a, **kw: dq_calls.append(kw.get("persistent", False))
+                        or real_dq(*a, **kw))
 
     def with_gluon_config(*args, **kw):  # the public function's backward, Gluon config asked
         kw["config"] = config
@@ -78,7 +80,8 @@ def run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, launcher="attn_bwd
                     lambda q, k, v, upcast: attention_ref(q, k, v, causal=causal,
                                                           upcast=upcast)[0], (q, k, v))
     assert calls == [1], f"the Gluon backward ({launcher}) did not run"
-    assert dq_calls == ([1] if d == 256 else []), "the d256 Gluon dQ kernel (runs at d256 only)"
+    assert len(dq_calls) == (d == 256), "the d256 Gluon dQ kernel (runs at d256 only)"
+    return dq_calls
 
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", CASES)
@@ -125,9 +128,11 @@ def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dt
 
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
 # one 64-key tile and exchange Pᵀ and dSᵀ; then dQ by kernels/bwd_gluon_d256_dq.py's kernel,
-# whose consumers split dQ's columns and exchange dS. The shipped config (one
-# program per tile), and persistent (programs walk several tiles: the buffers that stage dK
-# and dV are Pᵀ's and dSᵀ's, handed back between tiles)
+# whose consumers split dQ's columns and exchange dS. The shipped config (persistent below
+# PERSISTENT_BWD_BELOW keys: with these few tiles, one tile per program), and persistent with
+# more tiles than SMs (programs walk several tiles: the buffers that stage dK and dV are Pᵀ's
+# and dSᵀ's, handed back between tiles; the dQ kernel's Q and dO buffers are handed back too,
+# and some of its tiles have rows that see no key)
 D256_CASES = [
     case(2, 1000, 1000, 4, 4, 256, False),
     case(2, 1000, 1000, 4, 4, 256, True),
@@ -141,6 +146,7 @@ D256_LAUNCHER = "attn_bwd_dkdv_gluon_d256"
 D256_PERSISTENT_CASES = [
     case(4, 1000, 1000, 16, 16, 256, True),
     case(3, 777, 901, 16, 4, 256, False, F16),
+    case(4, 700, 300, 16, 4, 256, True),  # the first 400 rows see no key
 ]
 
 
@@ -151,8 +157,9 @@ def test_gluon_backward_d256(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_PERSISTENT_CASES)
 def test_gluon_backward_d256_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
-    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, None,
-             persistent=True)
+    dq_calls = run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, None,
+                        persistent=True)
+    assert dq_calls == [True], "the dQ kernel did not run persistent (shipped below 8192 keys)"
 
 
 def test_gluon_backward_d256_not_when_deterministic(monkeypatch):

@@ -147,14 +147,16 @@ def _gluon_bwd_d256(shape: Shape):
 def _gluon_bwd_d256_dq(shape: Shape):
     import torch
 
-    from flashtriton.configs import make_params
+    from flashtriton.configs import _BWD_GLUON, make_params
     from flashtriton.kernels import bwd_gluon_d256_dq
 
+    cfg = shape.config or _BWD_GLUON[(256, shape.causal)]
     q, k, v = _qkv(shape.dtype, shape.head_dim)
     lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
     bwd_gluon_d256_dq.attn_bwd_dq_gluon_d256(torch.empty_like(q), q, k, v, lse, lse,
                                              make_params(shape.head_dim, causal=shape.causal),
-                                             shape.block_m or 64, shape.block_n or 64)
+                                             shape.block_m or 64, shape.block_n or 64,
+                                             persistent=cfg.persistent)
 
 
 def _production_bwd(deterministic: bool):

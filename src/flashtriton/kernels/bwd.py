@@ -473,7 +473,8 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
                                           cfg.block_n, cfg.num_warps, cfg.num_stages,
                                           persistent=cfg.persistent)
         return attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
-                                      cfg.num_warps, cfg.num_stages), dk, dv
+                                      cfg.num_warps, cfg.num_stages,
+                                      persistent=cfg.persistent), dk, dv
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
     dq = dq_acc if fused else _empty(q.shape, dtype=q.dtype, device=q.device)
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)

@@ -2,8 +2,12 @@
 dK/dV kernel: the same plain path (no mask, softcap, ALiBi, dropout or left window), 16-bit
 inputs, causal or not, dense, for sm_90. Deterministic: each program owns its query rows.
 
-A program takes BLOCK_M query rows of a head: a producer partition loads their Q and dO (and
-lse, δ) once, then streams the K and V tiles they see through ``STAGES``-deep rings by TMA.
+A tile is BLOCK_M query rows of a head: a producer partition loads their Q and dO (and lse,
+δ) once, then streams the K and V tiles they see through ``STAGES``-deep rings by TMA. One
+program per tile, or persistent: one program per SM walks the tiles (``_dq_tile``'s order),
+the next tile's Q and dO loaded once both consumers have issued and waited their last score
+products of the tile before (``q_empty``), so they load under the dQ store; the rings and the
+dS exchange count their steps across the program's tiles.
 The two consumer warpgroups split dQ's head dim as the dK/dV kernel splits dK's and dV's:
 warpgroup w keeps columns [w·128, w·128 + 128) of dQ (64 registers a thread). The score
 products sum over the whole head dim, so each warpgroup computes them for half of the tile's
@@ -30,20 +34,19 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
-from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
+from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch, num_sms
 
 _empty = torch.empty
 
 
 @gluon.jit
-def _dq_tile(BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, batch, nheads, seqlen_q, seqlen_k,
-             shift, reverse):
-    """This program's rows: (batch, head, first row, key tiles they see). Causal (``reverse``),
+def _dq_tile(t, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, batch, nheads, seqlen_q,
+             seqlen_k, shift, reverse):
+    """Tile ``t``'s rows: (batch, head, first row, key tiles they see). Causal (``reverse``),
     the row blocks that see the most keys first, every head's before the next block's."""
     n_mb = gl.cdiv(seqlen_q, BLOCK_M)
-    pid = gl.program_id(0)
-    bh = pid % (batch * nheads)
-    mb = pid // (batch * nheads)
+    bh = t % (batch * nheads)
+    mb = t // (batch * nheads)
     if reverse:
         mb = n_mb - 1 - mb
     m0 = mb * BLOCK_M
@@ -58,16 +61,13 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
     """The default partition: the program's Q and dO by TMA, with lse (as log2, +inf for rows
     past seqlen_q) and δ into shared memory beside them; then the K and V tiles its rows see
     through the rings."""
-    q_smem, do_smem, lse_smem, delta_smem, q_ready = rows
+    q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
-    batch, nheads, group, seqlen_q, seqlen_k, shift, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, total, reverse = schedule
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    b, h, m0, n_steps = _dq_tile(BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k, shift,
-                                 reverse)
-    h_k = h // group
     q_desc = tma.make_tensor_descriptor(Q, shape=[batch, seqlen_q, nheads * HEAD_DIM],
                                         strides=[stride_qb, stride_qm, 1],
                                         block_shape=[1, BLOCK_M, HEAD_DIM],
@@ -84,35 +84,46 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
                                         strides=[stride_vb, stride_vn, stride_vh, 1],
                                         block_shape=[1, BLOCK_N, 1, HEAD_DIM],
                                         layout=v_smem.type.layout)
-    mbarrier.expect(q_ready, 2 * BLOCK_M * HEAD_DIM * 2)
-    tma.async_copy_global_to_shared(q_desc, [b, m0, h * HEAD_DIM], q_ready, q_smem)
-    tma.async_copy_global_to_shared(do_desc, [b, m0, h * HEAD_DIM], q_ready, do_smem)
     row_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    offs_m = m0 + gl.arange(0, BLOCK_M, layout=row_layout)
-    l_base = b.to(gl.int64) * stride_lb + h * stride_lh
-    lse = gl.load(LSE + l_base + offs_m, mask=offs_m < seqlen_q, other=float("-inf"))
-    delta = gl.load(DELTA + l_base + offs_m, mask=offs_m < seqlen_q, other=0.0)
-    lse_smem.store(gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634))
-    delta_smem.store(delta)
-    gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-    mbarrier.arrive(q_ready)  # the second of its two arrivals
-    for j in range(n_steps):
-        slot = j % STAGES
-        mbarrier.wait(kv_empty.index(slot), ((j // STAGES) & 1) ^ 1)  # fresh: passes phase 1
-        mbarrier.expect(kv_ready.index(slot), 2 * BLOCK_N * HEAD_DIM * 2)
-        tma.async_copy_global_to_shared(k_desc, [b, j * BLOCK_N, h_k, 0], kv_ready.index(slot),
-                                        k_smem.index(slot))
-        tma.async_copy_global_to_shared(v_desc, [b, j * BLOCK_N, h_k, 0], kv_ready.index(slot),
-                                        v_smem.index(slot))
+    step = 0  # K/V steps of the program's earlier tiles
+    local = 0  # the program's tiles so far
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h, m0, n_steps = _dq_tile(t, BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k,
+                                     shift, reverse)
+        h_k = h // group
+        # both consumers are done with the last tile's Q, dO, lse and δ (fresh: passes phase 1)
+        mbarrier.wait(q_empty, (local & 1) ^ 1)
+        mbarrier.expect(q_ready, 2 * BLOCK_M * HEAD_DIM * 2)
+        tma.async_copy_global_to_shared(q_desc, [b, m0, h * HEAD_DIM], q_ready, q_smem)
+        tma.async_copy_global_to_shared(do_desc, [b, m0, h * HEAD_DIM], q_ready, do_smem)
+        offs_m = m0 + gl.arange(0, BLOCK_M, layout=row_layout)
+        l_base = b.to(gl.int64) * stride_lb + h * stride_lh
+        lse = gl.load(LSE + l_base + offs_m, mask=offs_m < seqlen_q, other=float("-inf"))
+        delta = gl.load(DELTA + l_base + offs_m, mask=offs_m < seqlen_q, other=0.0)
+        lse_smem.store(gl.where(lse == float("-inf"), float("inf"), lse * 1.4426950408889634))
+        delta_smem.store(delta)
+        gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+        mbarrier.arrive(q_ready)  # the second of its two arrivals
+        for j in range(n_steps):
+            g = step + j
+            slot = g % STAGES
+            mbarrier.wait(kv_empty.index(slot), ((g // STAGES) & 1) ^ 1)  # fresh: passes phase 1
+            mbarrier.expect(kv_ready.index(slot), 2 * BLOCK_N * HEAD_DIM * 2)
+            tma.async_copy_global_to_shared(k_desc, [b, j * BLOCK_N, h_k, 0],
+                                            kv_ready.index(slot), k_smem.index(slot))
+            tma.async_copy_global_to_shared(v_desc, [b, j * BLOCK_N, h_k, 0],
+                                            kv_ready.index(slot), v_smem.index(slot))
+        step += n_steps
+        local += 1
 
 
 @gluon.jit
 def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
-    """One consumer warpgroup: its half of dQ's columns over every key tile (see the module
-    docstring), written at the end."""
-    q_smem, do_smem, lse_smem, delta_smem, q_ready = rows
+    """One consumer warpgroup: for each of the program's tiles, its half of dQ's columns over
+    every key tile (see the module docstring), written at the tile's end."""
+    q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
-    batch, nheads, group, seqlen_q, seqlen_k, shift, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, total, reverse = schedule
     DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
@@ -127,49 +138,59 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
                                                        instr_shape=[16, HALF_N, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
-    b, h, m0, n_steps = _dq_tile(BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k, shift,
-                                 reverse)
     q_s = q_smem.reshape([BLOCK_M, HEAD_DIM])
     do_s = do_smem.reshape([BLOCK_M, HEAD_DIM])
-    offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     cols_n = WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(0, s_layout))
-    zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
-    dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
-    mbarrier.wait(q_ready, 0)
-    lse2 = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
-    delta = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
-    for j in range(n_steps):
-        slot = j % STAGES
-        n0 = j * BLOCK_N
-        k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
-        v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
-        mbarrier.wait(kv_ready.index(slot), (j // STAGES) & 1)
-        k_w = k_s.slice(WG * HALF_N, HALF_N, dim=0)
-        v_w = v_s.slice(WG * HALF_N, HALF_N, dim=0)
-        s = warpgroup_mma(q_s, k_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        dp = warpgroup_mma(do_s, v_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
-        p = gl.exp2(s * qk_scale - lse2)
-        if n0 + WG * HALF_N + HALF_N - 1 > m0 + shift:  # the causal diagonal cuts these keys
-            keep = gl.expand_dims(n0 + cols_n, 0) <= gl.expand_dims(offs_m, 1) + shift
-            p = gl.where(keep, p, 0.0)
-        dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-        ds = p * (dp - delta)
-        par = j % 2
-        ds_smem.index(par).slice(WG * HALF_N, HALF_N, dim=1).store(ds.to(dtype))
-        fence_async_shared()  # visible to the MMAs (the async proxy) that read it
-        gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-        mbarrier.arrive(xchg.index(par))
-        mbarrier.wait(xchg.index(par), (j // 2) & 1)  # and the other warpgroup's columns
-        dq = warpgroup_mma(ds_smem.index(par), k_s.slice(WG * HALF_D, HALF_D, dim=1), dq,
-                           is_async=True)
-        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-        mbarrier.arrive(kv_empty.index(slot))  # K and V of this tile are no longer read
-    rows_o = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
     cols_o = WG * HALF_D + gl.arange(0, HALF_D, layout=gl.SliceLayout(0, acc_layout))
-    ptrs = (DQ + b.to(gl.int64) * stride_dqb + h.to(gl.int64) * stride_dqh
-            + gl.expand_dims(rows_o, 1).to(gl.int64) * stride_dqm + gl.expand_dims(cols_o, 0))
-    gl.store(ptrs, (dq * scale_ds).to(dtype), mask=gl.expand_dims(rows_o < seqlen_q, 1))
+    zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
+    step = 0  # K/V steps of the program's earlier tiles
+    local = 0  # the program's tiles so far
+    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        b, h, m0, n_steps = _dq_tile(t, BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k,
+                                     shift, reverse)
+        offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+        dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
+        mbarrier.wait(q_ready, local & 1)
+        lse2 = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
+        delta = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
+        for j in range(n_steps):
+            g = step + j
+            slot = g % STAGES
+            n0 = j * BLOCK_N
+            k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+            v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+            mbarrier.wait(kv_ready.index(slot), (g // STAGES) & 1)
+            k_w = k_s.slice(WG * HALF_N, HALF_N, dim=0)
+            v_w = v_s.slice(WG * HALF_N, HALF_N, dim=0)
+            s = warpgroup_mma(q_s, k_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            dp = warpgroup_mma(do_s, v_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+            p = gl.exp2(s * qk_scale - lse2)
+            if n0 + WG * HALF_N + HALF_N - 1 > m0 + shift:  # the causal diagonal cuts these keys
+                keep = gl.expand_dims(n0 + cols_n, 0) <= gl.expand_dims(offs_m, 1) + shift
+                p = gl.where(keep, p, 0.0)
+            dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+            # the tile's last products that read Q and dO are done: the next tile's may load
+            mbarrier.arrive(q_empty, pred=j == n_steps - 1)
+            ds = p * (dp - delta)
+            par = g % 2
+            ds_smem.index(par).slice(WG * HALF_N, HALF_N, dim=1).store(ds.to(dtype))
+            fence_async_shared()  # visible to the MMAs (the async proxy) that read it
+            gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+            mbarrier.arrive(xchg.index(par))
+            mbarrier.wait(xchg.index(par), (g // 2) & 1)  # and the other warpgroup's columns
+            dq = warpgroup_mma(ds_smem.index(par), k_s.slice(WG * HALF_D, HALF_D, dim=1), dq,
+                               is_async=True)
+            dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+            mbarrier.arrive(kv_empty.index(slot))  # K and V of this tile are no longer read
+        mbarrier.arrive(q_empty, pred=n_steps == 0)  # rows that see no key: dQ = 0
+        step += n_steps
+        local += 1
+        rows_o = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
+        ptrs = (DQ + b.to(gl.int64) * stride_dqb + h.to(gl.int64) * stride_dqh
+                + gl.expand_dims(rows_o, 1).to(gl.int64) * stride_dqm
+                + gl.expand_dims(cols_o, 0))
+        gl.store(ptrs, (dq * scale_ds).to(dtype), mask=gl.expand_dims(rows_o < seqlen_q, 1))
 
 
 @gluon.jit
@@ -190,7 +211,8 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
                     qk_scale, scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                     CONSUMER_WARPS: gl.constexpr):
-    """BLOCK_M query rows of a head per program (see the module docstring)."""
+    """Tiles of BLOCK_M query rows of a head (see the module docstring), in ``_dq_tile``'s
+    order: one tile per program, or persistent."""
     dtype: gl.constexpr = Q.dtype.element_ty
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
@@ -209,19 +231,22 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     lse_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M], row_layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M], row_layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_ready, count=2)  # the TMA bytes' and the lse / δ stores
+    mbarrier.init(q_empty, count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
         mbarrier.init(kv_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(2):
         mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
 
-    rows = (q_smem, do_smem, lse_smem, delta_smem, q_ready)
+    rows = (q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty)
     ring = (k_smem, v_smem, kv_ready, kv_empty)
-    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, reverse)
+    total = gl.cdiv(seqlen_q, BLOCK_M) * batch * nheads
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, total, reverse)
     loads = (rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
@@ -233,11 +258,12 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
 
 def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
                            block_n: int = 64, num_warps: int = 4, num_stages: int = 2,
-                           record=None):
+                           persistent: bool = False, record=None):
     """Launch the head-dim-256 Gluon dQ kernel (the calls kernels/bwd_gluon.py's
     ``gluon_bwd_eligible`` covers, at head dim 256); ``delta`` is the preprocessed
-    rowsum(dO ∘ O) (less dlse). One program per ``block_m`` query rows of a head. ``record``:
-    as ``attn_bwd_gluon``'s. Returns dq in q's dtype."""
+    rowsum(dO ∘ O) (less dlse). One program per tile of ``block_m`` query rows of a head, or
+    (``persistent``) one per SM walking the tiles. ``record``: as ``attn_bwd_gluon``'s.
+    Returns dq in q's dtype."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -251,7 +277,8 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
     causal = params.window_right == 0
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
-    grid = (cdiv(seqlen_q, block_m) * batch * nheads,)
+    tiles = cdiv(seqlen_q, block_m) * batch * nheads
+    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *dq.stride()[:3], *lse.stride()[:2])
     rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
