@@ -211,3 +211,27 @@ def test_plain_calls_replay_their_plan():
                     lambda x, upcast: attention_ref(*x.unbind(2), causal=True, upcast=upcast)[0],
                     (packed,), names=("packed",))
     assert len(common._PLANS) == 8
+
+
+@on_gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_d256_calls_replay_their_plan(causal):
+    """Head dim 256, whose backward runs two Gluon kernels (dK/dV, then dQ): the backward's plan
+    holds both launches, and the next calls with fresh data take it and stay exact, GQA and an
+    odd length included."""
+    if not _gluon():
+        pytest.skip("plans are stored for the Gluon kernels (sm_90)")
+    common.clear_launch_caches()
+    b, sq, sk, h, hk, d = 2, 333, 301, 4, 2, 256
+
+    def inputs():
+        return randn(b, sq, h, d, dtype=BF16), *(randn(b, sk, hk, d, dtype=BF16) for _ in range(2))
+    _check(causal, 0.0, *inputs())
+    assert len(common._PLANS) == 2, list(common._PLANS)  # forward and backward
+    # the forward's plan: one launch (5 items); the backward's: δ, dK/dV and dQ (9)
+    assert sorted(len(plan) for plan in common._PLANS.values()) == [5, 9], \
+        "the backward's plan does not hold its two kernels' launches"
+    n = len(common._COMPILED)
+    for _ in range(2):
+        _check(causal, 0.0, *inputs())
+    assert len(common._PLANS) == 2 and len(common._COMPILED) == n

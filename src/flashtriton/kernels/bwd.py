@@ -365,9 +365,20 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
 
 def _run_bwd_plan(plan, do, q, k, v, o, lse, device: int):
     """A call with a stored plan (see ``common.store_plan``): δ with dQ zeroed, then the Gluon
-    kernel, on fresh buffers, as the call that stored the plan launched them."""
-    pre_entry, pre_grid, pre_rest, entry, grid, rest = plan
+    kernel, on fresh buffers, as the call that stored the plan launched them. At head dim 256
+    (a plan of two kernels): δ alone, then the dK/dV kernel, then the dQ kernel."""
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
+    if len(plan) == 9:
+        pre_entry, pre_grid, pre_rest, entry, grid, rest, dq_entry, dq_grid, dq_rest = plan
+        pre_entry(pre_grid, (o, do, delta, q, delta, *pre_rest), device)
+        ensure_allocator()  # the Gluon kernels build their TMA descriptors on the device
+        dk = _empty(k.shape, dtype=k.dtype, device=k.device)
+        dv = _empty(v.shape, dtype=v.dtype, device=v.device)
+        entry(grid, (q, k, v, do, lse, delta, dk, dv, *rest), device)
+        dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+        dq_entry(dq_grid, (q, k, v, do, lse, delta, dq, *dq_rest), device)
+        return dq, dk, dv
+    pre_entry, pre_grid, pre_rest, entry, grid, rest = plan
     dq = _empty(q.shape, dtype=torch.float32, device=q.device)
     pre_entry(pre_grid, (o, do, delta, q, dq, *pre_rest), device)
     ensure_allocator()  # the Gluon kernel builds its TMA descriptors on the device
@@ -469,12 +480,16 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
             store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0]))
         return dq.to(q.dtype), dk, dv
     if gluon:  # head dim 256: dK and dV, then dQ, by the Gluon kernels
+        record = [] if key is not None and pre_entry is not None else None
         dk, dv = attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m,
                                           cfg.block_n, cfg.num_warps, cfg.num_stages,
-                                          persistent=cfg.persistent)
-        return attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
-                                      cfg.num_warps, cfg.num_stages,
-                                      persistent=cfg.persistent), dk, dv
+                                          persistent=cfg.persistent, record=record)
+        dq = attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
+                                    cfg.num_warps, cfg.num_stages, persistent=cfg.persistent,
+                                    record=record)
+        if record is not None and len(record) == 2:
+            store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0], *record[1]))
+        return dq, dk, dv
     # fused: every dK/dV program adds its dQ share atomically; float32 so the sum rounds once
     dq = dq_acc if fused else _empty(q.shape, dtype=q.dtype, device=q.device)
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
