@@ -39,6 +39,18 @@ from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 
 @gluon.jit
+def _exchange(xchg, step):
+    """This warpgroup's halves of the shared tiles are stored: publish them to the async proxy
+    and to the other consumer warpgroup (``xchg``: two mbarriers of two arrivals, taken by step
+    parity), then wait for the other's halves of step ``step``."""
+    par = step % 2
+    fence_async_shared()  # visible to the MMAs (the async proxy) that read them
+    gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+    mbarrier.arrive(xchg.index(par))
+    mbarrier.wait(xchg.index(par), (step // 2) & 1)  # and the other warpgroup's columns
+
+
+@gluon.jit
 def _sync(bar, count):
     """Both consumer warpgroups reach this point (``bar``: an mbarrier of two arrivals, used
     for the ``count``-th time); returns the next count."""
@@ -127,10 +139,7 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             par = s % 2
             pt_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(pt.to(dtype))
             ds_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(dst.to(dtype))
-            fence_async_shared()  # visible to the MMAs (the async proxy) that read them
-            gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-            mbarrier.arrive(xchg.index(par))
-            mbarrier.wait(xchg.index(par), (s // 2) & 1)  # and the other warpgroup's columns
+            _exchange(xchg, s)
             dv = warpgroup_mma(pt_smem.index(par), do_s.slice(WG * HALF_D, HALF_D, dim=1), dv,
                                is_async=True)
             dk = warpgroup_mma(ds_smem.index(par), q_s.slice(WG * HALF_D, HALF_D, dim=1), dk,

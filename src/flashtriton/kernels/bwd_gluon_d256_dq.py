@@ -30,10 +30,11 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
-                                                              warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
+from flashtriton.kernels.bwd_gluon_d256 import _exchange
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch, num_sms
 
 _empty = torch.empty
@@ -175,10 +176,7 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
             ds = p * (dp - delta)
             par = g % 2
             ds_smem.index(par).slice(WG * HALF_N, HALF_N, dim=1).store(ds.to(dtype))
-            fence_async_shared()  # visible to the MMAs (the async proxy) that read it
-            gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-            mbarrier.arrive(xchg.index(par))
-            mbarrier.wait(xchg.index(par), (g // 2) & 1)  # and the other warpgroup's columns
+            _exchange(xchg, g)
             dq = warpgroup_mma(ds_smem.index(par), k_s.slice(WG * HALF_D, HALF_D, dim=1), dq,
                                is_async=True)
             dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
