@@ -8,9 +8,11 @@
 # For each provider: `ncu --set full --profile-from-start off` on scripts/profile_pass.py (every
 # kernel of the pass: ours has the main kernel and its small helpers, cuDNN its own), the
 # report as $OUT/ncu-<provider>-<tag>.ncu-rep and its details page as text beside it; then
-# scripts/ncu_details_table.py over both. --clock base locks the SM clock at its base for both
-# (cycles comparable without the power cap's swings); the default, none, leaves it free, as the
-# bench runs.
+# scripts/ncu_details_table.py over both. For ours also the source page (per-instruction warp
+# samples) as $OUT/ncu-flashtriton-<tag>-source.csv.gz and `flashtriton stalls` over it (where
+# each Gluon partition's warps wait) as …-stalls.txt. --clock base locks the SM clock at its
+# base for both (cycles comparable without the power cap's swings); the default, none, leaves
+# it free, as the bench runs.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 PASS=$1 HEADDIM=$2 SEQLEN=$3; shift 3
@@ -34,5 +36,11 @@ for provider in flashtriton "$PEER"; do
       --headdim "$HEADDIM" --seqlen "$SEQLEN" --dtype "$DTYPE" $CAUSAL > "$rep.log" 2>&1
   ncu --import "$rep.ncu-rep" --page details > "$rep-details.txt" 2>&1
   FILES+=("$rep-details.txt")
+  if [ "$provider" = flashtriton ]; then
+    ncu --import "$rep.ncu-rep" --page source --print-source sass --csv 2> "$rep-source.log" \
+        | gzip > "$rep-source.csv.gz"
+    python3 -m flashtriton.cli stalls "$rep-source.csv.gz" > "$rep-stalls.txt" 2>&1 \
+        || echo "gpu_profile_pair.sh: flashtriton stalls failed, see $rep-stalls.txt" >&2
+  fi
 done
 python3 scripts/ncu_details_table.py "${FILES[@]}" | tee "$OUT/ncu-pair-$TAG.txt"
