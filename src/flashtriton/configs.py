@@ -285,9 +285,11 @@ _BWD_GLUON = {
     # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
     # slot / two / two persistent; no mask, causal): 1k 236.8 256.9 270.3, 183.7 191.6 212.6;
     # 4k 305.2 340.5 348.7, 283.4 312.8 325.8; 16k 314.3 370.1 367.4, 327.5 371.0 298.4. So
-    # two slots, persistent below PERSISTENT_BWD_BELOW keys. Branch bwd-gluon-d256-dq-pers
-    # (session 18, compiled for sm_90a only, not yet run on the GPU): the dQ kernel persistent
-    # too (214,880 bytes of shared memory, no spills).
+    # two slots, persistent below PERSISTENT_BWD_BELOW keys. The dQ kernel follows the same flag
+    # since session 19 (A/B, 2026-11-30-s19-ab-bwd-d256-dq-pers-*.json: 1k +2.6%, causal +13.1%
+    # with its two new runs 15% apart; 4k +0.5% / -0.8%). Waiting for a step's last products in
+    # the next step (branch bwd-d256-defer-wait) was slower in 11 of 12 rows
+    # (2026-11-30-s19-tune-bwd-gluon-d256-defer.json: -1.1% to -9.6%).
     (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
 }
