@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from flashtriton.analysis.sass import KERNELS, count_instructions, parse_ptxas_spills, parse_res_usage
+from flashtriton.analysis.sass import (KERNELS, count_instructions, local_by_region,
+                                       parse_ptxas_spills, parse_res_usage)
 
 SASS_SAMPLE = """
         /*0a40*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT ;
@@ -28,6 +29,28 @@ def test_instruction_counter_matches_whole_opcodes():
     c = count_instructions(SASS_SAMPLE)
     assert c == {"HGMMA": 1, "QGMMA": 0, "HMMA": 0, "LDS": 1, "STS": 1, "LDGSTS": 1, "UTMALDG": 0,
                  "UTMAREDG": 0}
+
+
+def test_local_memory_counted_per_setmaxnreg_region():
+    sass = """
+        /*0010*/                   STL [R1+0x8], R2 ;
+        /*0020*/                   USETMAXREG.DEALLOC.CTAPOOL 0x78 ;
+        /*0030*/                   USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0 ;
+        /*0040*/                   LDL.64 R18, [R1+0xd0] ;
+        /*0050*/               @P0 STL.64 [R1+0x10], R4 ;
+        /*0060*/                   LDL.LU R3, [R1+0x4] ;
+        /*0070*/                   USETMAXREG.DEALLOC.CTAPOOL 0x18 ;
+        /*0080*/                   LDS.128 R4, [R2+0x100] ;
+        /*0090*/                   LDL R6, [R1+0xe8] ;
+"""
+    assert local_by_region(sass) == [
+        {"region": "start", "local_stores": 1, "local_loads": 0},
+        {"region": "120 dealloc", "local_stores": 0, "local_loads": 0},
+        {"region": "240 alloc", "local_stores": 1, "local_loads": 2},
+        {"region": "24 dealloc", "local_stores": 0, "local_loads": 1}]
+    # no setmaxnreg: one region; shared-memory loads and stores are not local memory
+    assert local_by_region(SASS_SAMPLE) == [
+        {"region": "start", "local_stores": 0, "local_loads": 0}]
 
 
 def test_resource_and_spill_parsers():
@@ -132,6 +155,9 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     r = _sass("--kernel", "gluon_bwd_d256_dq", "--headdim", "256")
     assert r["kernel"] == "_attn_bwd_dq_hs" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
+    # no local memory in any partition; the two consumers take 240 registers a thread
+    assert not any(x["local_stores"] or x["local_loads"] for x in r["local_by_region"])
+    assert [x["region"] for x in r["local_by_region"]].count("240 alloc") == 2
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
 
 
@@ -171,6 +197,9 @@ def test_gluon_backward_entry_compiles(head_dim):
     assert r["constexprs"]["SPLIT_DQ"]
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["instructions"]["UTMAREDG"] > 0
+    # ptxas's spill bytes and the local-memory instructions agree: both or neither
+    local = sum(x["local_stores"] + x["local_loads"] for x in r["local_by_region"])
+    assert (local > 0) == (r["spill_bytes"] > 0), (r["spill_bytes"], r["local_by_region"])
 
 
 def test_registry_covers_the_ladder_and_the_backward():

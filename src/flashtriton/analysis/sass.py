@@ -235,6 +235,32 @@ def count_instructions(sass: str, names=COUNTED) -> dict[str, int]:
     return {n: counts.get(n, 0) for n in names}
 
 
+def local_by_region(sass: str) -> list[dict]:
+    """Spill traffic (local-memory stores ``STL*`` and loads ``LDL*``, counted in the SASS text)
+    per region of a warp-specialized kernel. Gluon's ``warp_specialize`` gives each partition
+    its register count with ``setmaxnreg`` (``USETMAXREG``), so a region runs from one
+    ``USETMAXREG`` to the next and is named by it: ``"240 alloc"`` (a partition that takes 240
+    registers a thread: here, a consumer warpgroup), ``"24 dealloc"`` (one that gives back
+    down to 24: the producer). The first region, before any, is ``"start"``. A kernel without
+    ``setmaxnreg`` is one region."""
+    regions = [{"region": "start", "local_stores": 0, "local_loads": 0}]
+    for line in sass.splitlines():
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)", line)
+        if not m:
+            continue
+        op, rest = m.groups()
+        if op.startswith("USETMAXREG"):
+            regs = re.search(r"0x([0-9a-f]+)", rest)
+            kind = "dealloc" if ".DEALLOC" in op else "alloc"
+            regions.append({"region": f"{int(regs.group(1), 16) if regs else '?'} {kind}",
+                            "local_stores": 0, "local_loads": 0})
+        elif op.startswith("STL"):
+            regions[-1]["local_stores"] += 1
+        elif op.startswith("LDL"):
+            regions[-1]["local_loads"] += 1
+    return regions
+
+
 def shared_layouts(ttgir: str) -> list[str]:
     """The shared-memory encodings in a kernel's TTGIR (``#ttg.swizzled_shared<...>``,
     ``#ttg.nvmma_shared<...>``): ``maxPhase = 1`` means rows are not swizzled."""
@@ -368,6 +394,8 @@ def compile_launch(launch: dict) -> dict:
         "local_bytes": res.get("LOCAL", 0),
         "stack_bytes": res.get("STACK", 0),
         "instructions": count_instructions(sass),
+        # where the spills are: per setmaxnreg region (a warp-specialized kernel's partitions)
+        "local_by_region": local_by_region(sass),
         "shared_layouts": shared_layouts(compiled.asm["ttgir"]),
     }
 
@@ -446,6 +474,11 @@ def run_cli(args) -> int:
     print(f"  registers {r['registers']}, shared {r['shared_bytes']:,} bytes, spills {r['spill_bytes']} bytes, "
           f"local {r['local_bytes']} bytes")
     print("  " + ", ".join(f"{k} {v}" for k, v in r["instructions"].items()))
+    spilling = [x for x in r["local_by_region"] if x["local_stores"] or x["local_loads"]]
+    if spilling:
+        print("  local-memory instructions by setmaxnreg region (registers a thread): "
+              + "; ".join(f"{x['region']}: {x['local_stores']} stores, {x['local_loads']} loads"
+                          for x in spilling))
     if r["wgmma_serialized"]:
         print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))
