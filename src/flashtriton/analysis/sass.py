@@ -128,35 +128,25 @@ def _gluon_bwd(shape: Shape):
                              defer_dq=cfg.defer_dq, dq_on_empty=cfg.dq_on_empty)
 
 
-def _gluon_bwd_d256(shape: Shape):
-    import torch
+def _gluon_bwd_d256(kernel: str):
+    """The head-dim-256 Gluon backward's ``kernel`` ("dkdv" or "dq") launched as configured
+    (configs._BWD_GLUON, or the shape's config), block sizes overridable."""
+    def run(shape: Shape):
+        import torch
 
-    from flashtriton.configs import _BWD_GLUON, make_params
-    from flashtriton.kernels import bwd_gluon_d256
+        from flashtriton.configs import _BWD_GLUON, make_params
+        from flashtriton.kernels import bwd_gluon_d256, bwd_gluon_d256_dq
 
-    cfg = shape.config or _BWD_GLUON[(256, shape.causal)]
-    q, k, v = _qkv(shape.dtype, shape.head_dim)
-    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    bwd_gluon_d256.attn_bwd_dkdv_gluon_d256(torch.empty_like(q), q, k, v, lse, lse,
-                                            make_params(shape.head_dim, causal=shape.causal),
-                                            shape.block_m or cfg.block_m,
-                                            shape.block_n or cfg.block_n, cfg.num_warps,
-                                            cfg.num_stages, persistent=cfg.persistent)
-
-
-def _gluon_bwd_d256_dq(shape: Shape):
-    import torch
-
-    from flashtriton.configs import _BWD_GLUON, make_params
-    from flashtriton.kernels import bwd_gluon_d256_dq
-
-    cfg = shape.config or _BWD_GLUON[(256, shape.causal)]
-    q, k, v = _qkv(shape.dtype, shape.head_dim)
-    lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
-    bwd_gluon_d256_dq.attn_bwd_dq_gluon_d256(torch.empty_like(q), q, k, v, lse, lse,
-                                             make_params(shape.head_dim, causal=shape.causal),
-                                             shape.block_m or 64, shape.block_n or 64,
-                                             persistent=cfg.persistent)
+        cfg = shape.config or _BWD_GLUON[(256, shape.causal)]
+        launcher = (bwd_gluon_d256.attn_bwd_dkdv_gluon_d256 if kernel == "dkdv"
+                    else bwd_gluon_d256_dq.attn_bwd_dq_gluon_d256)
+        q, k, v = _qkv(shape.dtype, shape.head_dim)
+        lse = torch.empty((1, 2, q.shape[1]), dtype=torch.float32)
+        launcher(torch.empty_like(q), q, k, v, lse, lse,
+                 make_params(shape.head_dim, causal=shape.causal), shape.block_m or cfg.block_m,
+                 shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
+                 persistent=cfg.persistent)
+    return run
 
 
 def _production_bwd(deterministic: bool):
@@ -187,10 +177,10 @@ KERNELS: dict[str, SassEntry] = {
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),
     "gluon_bwd_d256": SassEntry("the Gluon dK/dV kernel at head dim 256, dQ left to a kernel "
-                                "of its own (kernels/bwd_gluon_d256.py)", _gluon_bwd_d256,
+                                "of its own (kernels/bwd_gluon_d256.py)", _gluon_bwd_d256("dkdv"),
                                 "_attn_bwd_dkdv_hs"),
     "gluon_bwd_d256_dq": SassEntry("the Gluon dQ kernel at head dim 256 "
-                                   "(kernels/bwd_gluon_d256_dq.py)", _gluon_bwd_d256_dq,
+                                   "(kernels/bwd_gluon_d256_dq.py)", _gluon_bwd_d256("dq"),
                                    "_attn_bwd_dq_hs"),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),

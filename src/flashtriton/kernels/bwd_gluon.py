@@ -462,6 +462,19 @@ def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: boo
             and do.dtype == q.dtype and tma_ready(do) and q.stride(2) == d and do.stride(2) == d)
 
 
+def launch_geometry(params, seqlen_q: int, seqlen_k: int, tiles: int, num_warps: int,
+                    persistent: bool, device):
+    """What every Gluon backward launch works out the same way: whether the mask is causal,
+    the diagonal's shift (``key <= row + shift``), the register cap for two consumer
+    warpgroups of ``num_warps`` warps beside the producer's four, and the grid (a program per
+    tile, or per SM when ``persistent``)."""
+    causal = params.window_right == 0
+    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
+    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
+    grid = (max(1, min(tiles, num_sms(device))) if persistent else tiles,)
+    return causal, shift, maxnreg, grid
+
+
 def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool,
                  dq=None):
     """What the Gluon backward launchers (this one's and kernels/bwd_gluon_d256.py's) share:
@@ -473,11 +486,9 @@ def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persi
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
-    causal = params.window_right == 0
-    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
-    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
-    tiles = cdiv(seqlen_k, tile_keys) * batch * nheads_k
-    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
+    causal, shift, maxnreg, grid = launch_geometry(
+        params, seqlen_q, seqlen_k, cdiv(seqlen_k, tile_keys) * batch * nheads_k, num_warps,
+        persistent, q.device)
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *(dq.stride()[:2] if dq is not None else ()), *dk.stride()[:3],
                *dv.stride()[:3], *lse.stride()[:2])

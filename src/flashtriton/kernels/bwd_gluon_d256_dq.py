@@ -34,8 +34,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, war
                                                               warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
+from flashtriton.kernels.bwd_gluon import launch_geometry
 from flashtriton.kernels.bwd_gluon_d256 import _exchange
-from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch, num_sms
+from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
 
 _empty = torch.empty
 
@@ -272,11 +273,9 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
                          f"64-row blocks, 64-key tiles; got num_warps={num_warps}, "
                          f"block_m={block_m}, block_n={block_n}")
     dq = _empty(q.shape, dtype=q.dtype, device=q.device)
-    causal = params.window_right == 0
-    shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
-    maxnreg = (65536 // ((2 * num_warps + 4) * 32)) // 8 * 8
-    tiles = cdiv(seqlen_q, block_m) * batch * nheads
-    grid = (max(1, min(tiles, num_sms(q.device))) if persistent else tiles,)
+    causal, shift, maxnreg, grid = launch_geometry(
+        params, seqlen_q, seqlen_k, cdiv(seqlen_q, block_m) * batch * nheads, num_warps,
+        persistent, q.device)
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *dq.stride()[:3], *lse.stride()[:2])
     rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
