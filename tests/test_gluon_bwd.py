@@ -147,6 +147,7 @@ D256_PERSISTENT_CASES = [
     case(4, 1000, 1000, 16, 16, 256, True),
     case(3, 777, 901, 16, 4, 256, False, F16),
     case(4, 700, 300, 16, 4, 256, True),  # the first 400 rows see no key
+    case(4, 320, 320, 16, 4, 256, True),  # dQ tiles row block by row block (132 SMs)
 ]
 
 

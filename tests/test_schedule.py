@@ -1,6 +1,7 @@
 """The persistent causal forward's tile-order model (kernels/schedule.py), on the CPU: the snake's
 loads against a direct walk of the kernel's assignment, tile costs against a count of the keys
-each tile's rows see, and the order chosen at the shapes the model was built for."""
+each tile's rows see, and the order chosen at the shapes the model was built for (and for the
+d256 backward's dQ kernel, which lists its tiles the same way)."""
 
 import numpy as np
 import pytest
@@ -68,3 +69,19 @@ def test_tile_lists_order_the_heads_tiles_both_ways():
     head_major, row_major = schedule.tile_lists(per_head, 2)
     assert head_major.tolist() == [5, 3, 1, 5, 3, 1]  # head 0's tiles, then head 1's
     assert row_major.tolist() == [5, 5, 3, 3, 1, 1]   # every head's longest, then the next
+
+
+def test_d256_dq_tiles_listed_head_by_head():
+    # the d256 Gluon dQ kernel lists its tiles as the persistent forward does: head by head
+    # (0) when not causal; causal, one program per tile head by head, persistent in the order
+    # the model balances (bench grid, 64-row tiles, 132 SMs)
+    from flashtriton.kernels.bwd_gluon_d256_dq import dq_tile_order
+
+    assert dq_tile_order(False, True, 1024, 1024, 1024, 128, 64, 64, 132) == 0
+    assert dq_tile_order(False, False, 16384, 16384, 16384, 8, 64, 64, 2048) == 0
+    assert dq_tile_order(True, False, 16384, 16384, 0, 8, 64, 64, 2048) == schedule.HEAD_MAJOR
+    for seqlen, heads in ((1024, 128), (4096, 32)):  # the persistent bench rows
+        assert dq_tile_order(True, True, seqlen, seqlen, 0, heads, 64, 64, 132) == \
+            schedule.HEAD_MAJOR, seqlen
+    # 320 rows on 64 heads: the head-major snake balances worse (a GPU test's case)
+    assert dq_tile_order(True, True, 320, 320, 0, 64, 64, 64, 132) == schedule.ROW_MAJOR

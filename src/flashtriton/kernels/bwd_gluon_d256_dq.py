@@ -4,7 +4,11 @@ inputs, causal or not, dense, for sm_90. Deterministic: each program owns its qu
 
 A tile is BLOCK_M query rows of a head: a producer partition loads their Q and dO (and lse,
 δ) once, then streams the K and V tiles they see through ``STAGES``-deep rings by TMA. One
-program per tile, or persistent: one program per SM walks the tiles (``_dq_tile``'s order),
+program per tile, or persistent: one program per SM walks the tiles, listed as the persistent
+forward lists its own (``fwd_gluon._pers_tile``): head by head, so that the programs running
+together read a few heads' K and V from L2 (listed row block by row block across every head,
+as this kernel first did, 7.6% of its K/V reads hit L2 at 1k keys, 60% at 4k, and the kernel
+ran DRAM-bound: docs/perf-log.md, session 19); causal, longest first, in ``_snake`` order,
 the next tile's Q and dO loaded once both consumers have issued and waited their last score
 products of the tile before (``q_empty``), so they load under the dQ store; the rings and the
 dS exchange count their steps across the program's tiles.
@@ -37,23 +41,10 @@ from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import launch_geometry
 from flashtriton.kernels.bwd_gluon_d256 import _exchange
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
+from flashtriton.kernels.fwd_gluon import _pers_tile
+from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order
 
 _empty = torch.empty
-
-
-@gluon.jit
-def _dq_tile(t, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, batch, nheads, seqlen_q,
-             seqlen_k, shift, reverse):
-    """Tile ``t``'s rows: (batch, head, first row, key tiles they see). Causal (``reverse``),
-    the row blocks that see the most keys first, every head's before the next block's."""
-    n_mb = gl.cdiv(seqlen_q, BLOCK_M)
-    bh = t % (batch * nheads)
-    mb = t // (batch * nheads)
-    if reverse:
-        mb = n_mb - 1 - mb
-    m0 = mb * BLOCK_M
-    n_end = gl.minimum(seqlen_k, gl.maximum(m0 + BLOCK_M + shift, 0))
-    return bh // nheads, bh % nheads, m0, gl.cdiv(n_end, BLOCK_N)
 
 
 @gluon.jit
@@ -65,7 +56,7 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
     through the rings."""
     q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
-    batch, nheads, group, seqlen_q, seqlen_k, shift, total, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order = schedule
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
@@ -90,9 +81,8 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
     step = 0  # K/V steps of the program's earlier tiles
     local = 0  # the program's tiles so far
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
-        b, h, m0, n_steps = _dq_tile(t, BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k,
-                                     shift, reverse)
-        h_k = h // group
+        b, h, h_k, m0, n_steps = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
+                                            order, BLOCK_M, BLOCK_N)
         # both consumers are done with the last tile's Q, dO, lse and δ (fresh: passes phase 1)
         mbarrier.wait(q_empty, (local & 1) ^ 1)
         mbarrier.expect(q_ready, 2 * BLOCK_M * HEAD_DIM * 2)
@@ -125,7 +115,7 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     every key tile (see the module docstring), written at the tile's end."""
     q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
-    batch, nheads, group, seqlen_q, seqlen_k, shift, total, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order = schedule
     DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
@@ -148,8 +138,8 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     step = 0  # K/V steps of the program's earlier tiles
     local = 0  # the program's tiles so far
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
-        b, h, m0, n_steps = _dq_tile(t, BLOCK_M, BLOCK_N, batch, nheads, seqlen_q, seqlen_k,
-                                     shift, reverse)
+        b, h, h_k, m0, n_steps = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
+                                            order, BLOCK_M, BLOCK_N)
         offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
         dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
         mbarrier.wait(q_ready, local & 1)
@@ -207,11 +197,12 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
                     stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
                     stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm, stride_dqh,
                     stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                    qk_scale, scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                    qk_scale, scale_ds, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                     CONSUMER_WARPS: gl.constexpr):
-    """Tiles of BLOCK_M query rows of a head (see the module docstring), in ``_dq_tile``'s
-    order: one tile per program, or persistent."""
+    """Tiles of BLOCK_M query rows of a head (see the module docstring), in ``_pers_tile``'s
+    order (``order``: 0 not causal, else ``HEAD_MAJOR`` or ``ROW_MAJOR``, kernels/schedule.py):
+    one tile per program, or persistent."""
     dtype: gl.constexpr = Q.dtype.element_ty
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
@@ -244,8 +235,9 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
 
     rows = (q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty)
     ring = (k_smem, v_smem, kv_ready, kv_empty)
-    total = gl.cdiv(seqlen_q, BLOCK_M) * batch * nheads
-    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, total, reverse)
+    n_m = gl.cdiv(seqlen_q, BLOCK_M)
+    total = n_m * batch * nheads
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order)
     loads = (rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
@@ -253,6 +245,18 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
                                    stride_dqm, stride_dqh))
     gl.warp_specialize([(_dq_producer, loads), (_dq_consumer0, work), (_dq_consumer1, work)],
                        [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+
+
+def dq_tile_order(causal: bool, persistent: bool, seqlen_q: int, seqlen_k: int, shift: int,
+                  heads: int, block_m: int, block_n: int, programs: int) -> int:
+    """The kernel's ``order``: 0 (head by head) when not causal; causal, each head's longest
+    tiles first, listed head by head (``HEAD_MAJOR``) or, persistent, in whichever order the
+    forward's model (``causal_fwd_order``) balances on the ``programs`` programs."""
+    if not causal:
+        return 0
+    if not persistent:
+        return HEAD_MAJOR
+    return causal_fwd_order(seqlen_q, seqlen_k, shift, heads, block_m, block_n, programs)
 
 
 def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
@@ -276,10 +280,12 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
     causal, shift, maxnreg, grid = launch_geometry(
         params, seqlen_q, seqlen_k, cdiv(seqlen_q, block_m) * batch * nheads, num_warps,
         persistent, q.device)
+    order = dq_tile_order(causal, persistent, seqlen_q, seqlen_k, shift, batch * nheads,
+                          block_m, block_n, grid[0])
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *dq.stride()[:3], *lse.stride()[:2])
     rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-            params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
+            params.softmax_scale * LOG2E, params.softmax_scale, order)
     entry = launch(_attn_bwd_dq_hs, grid, q, k, v, do, lse, delta, dq, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=num_stages,
                    CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)

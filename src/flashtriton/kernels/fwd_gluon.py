@@ -388,7 +388,8 @@ def _snake(t, total):
 @gluon.jit
 def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
                BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr):
-    """Tile ``t`` of the persistent forward: (batch, head, key head, first row, key tiles).
+    """Tile ``t`` of the persistent forward (and of the d256 backward's dQ kernel, whose
+    tiles are rows too): (batch, head, key head, first row, key tiles).
     ``order`` 0 (not causal): head by head, a head's row blocks in order, so the programs
     running together share K and V in L2. Causal, the longest row blocks (the last) first and
     the tiles taken in ``_snake`` order, listed head by head (1, ``HEAD_MAJOR``:

@@ -15,7 +15,9 @@ the keys up to its diagonal), so how evenly the programs' loads come out depends
   more than the balance gained).
 
 :func:`causal_fwd_order` picks row-major only where the head-major list balances badly: the
-kernel (``fwd_gluon._pers_tile``) takes the choice as a runtime argument.
+kernel (``fwd_gluon._pers_tile``) takes the choice as a runtime argument. The head-dim-256
+backward's dQ kernel (kernels/bwd_gluon_d256_dq.py), whose tiles are rows against the keys up to
+their diagonal as the forward's are, lists its tiles with the same function and model.
 """
 
 from __future__ import annotations
