@@ -13,6 +13,11 @@
 # `--quick --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3` and the
 # spec's options. $OUT/steps.txt says how each step ended. $TEST_TIMEOUT (default 400 s) bounds
 # each branch's tests, so that a kernel that hangs costs no more than that.
+# Name test files, not the whole `tests` folder: a tree has no git history, no bench/results
+# and a COMMIT file of its own, so the tests of the scripts that read those fail there (nine in
+# session 20: test_branch_trees, test_ab_bench, test_ab_compare, test_dtype_clock,
+# test_ncu_details_table, test_gpu_ab). The full suite runs on the merged tree
+# (scripts/gpu_tune.sh tests).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: scripts/gpu_branches.sh DIR SPEC..." >&2; exit 2; }

@@ -289,7 +289,11 @@ _BWD_GLUON = {
     # since session 19 (A/B, 2026-11-30-s19-ab-bwd-d256-dq-pers-*.json: 1k +2.6%, causal +13.1%
     # with its two new runs 15% apart; 4k +0.5% / -0.8%). Waiting for a step's last products in
     # the next step (branch bwd-d256-defer-wait) was slower in 11 of 12 rows
-    # (2026-11-30-s19-tune-bwd-gluon-d256-defer.json: -1.1% to -9.6%).
+    # (2026-11-30-s19-tune-bwd-gluon-d256-defer.json: -1.1% to -9.6%). A dQ kernel whose
+    # warpgroups split the rows instead of the head dim (branch bwd-d256-dq-rows) was 1.4-5.7%
+    # slower in 10 of 12 launches, 0.8% faster in two unshipped ones (one program per tile at
+    # 1k) (2026-11-30-s20-tune-bwd-gluon-d256-dqrows.json; persistent 1k 306.9 against 322.8,
+    # 16k one program per tile 361.4 against 376.0).
     (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
 }
