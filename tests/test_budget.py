@@ -53,3 +53,18 @@ def test_cli_json():
                          capture_output=True, text=True, check=True)
     d = json.loads(out.stdout)
     assert d["smem_bytes"] == 4 * (32 * 32 + 2 * 32 * 64) and d["spec_bc"] == 64 and d["spec_br"] == 32
+
+
+def test_python_m_flashtriton_runs_the_same_commands():
+    """`python -m flashtriton <command>` (no `__main__` module made it fail, session 20) gives
+    what the `flashtriton` script's entry point gives; a bad command exits 2 with usage."""
+    args = ["budget", "--gpu", "h200", "--block-m", "64", "--block-n", "96", "--headdim", "72",
+            "--dtype", "bfloat16", "--json"]
+    by_module = subprocess.run([sys.executable, "-m", "flashtriton", *args],
+                               capture_output=True, text=True, check=True)
+    by_cli = subprocess.run([sys.executable, "-m", "flashtriton.cli", *args],
+                            capture_output=True, text=True, check=True)
+    assert json.loads(by_module.stdout) == json.loads(by_cli.stdout)
+    bad = subprocess.run([sys.executable, "-m", "flashtriton", "no-such-command"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
