@@ -215,10 +215,11 @@ def _dq_add(dq_desc, dq_s, dq, b, row, col):
 
 
 @gluon.jit
-def _store_tile(out_s, desc, tile, b, row, h):
-    """Write a finished [rows, head_dim] tile at (b, row, h) by TMA, staged in ``out_s``."""
+def _store_tile(out_s, desc, tile, b, row, h, col):
+    """Write a finished tile at (b, row, h, col) of a (batch, seqlen, heads, head_dim)
+    descriptor by TMA, staged in ``out_s``."""
     _stage(out_s, tile)
-    tma.async_copy_shared_to_global(desc, [b, row, h, 0], out_s)
+    tma.async_copy_shared_to_global(desc, [b, row, h, col], out_s)
 
 
 @gluon.jit
@@ -358,8 +359,8 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         # dK and dV leave by TMA (rows past seqlen_k clipped) through this warpgroup's dQ
         # staging buffer, whose bytes hold a [BLOCK_N, HEAD_DIM] 16-bit tile: per-thread global
         # stores from the MMA layout held the consumers ~9% of their time at 1k keys
-        _store_tile(out_s, dk_desc, (dk * scale_ds).to(dtype), b, keys0, h_k)
-        _store_tile(out_s, dv_desc, dv.to(dtype), b, keys0, h_k)
+        _store_tile(out_s, dk_desc, (dk * scale_ds).to(dtype), b, keys0, h_k, 0)
+        _store_tile(out_s, dv_desc, dv.to(dtype), b, keys0, h_k, 0)
     tma.store_wait(pendings=0)
 
 

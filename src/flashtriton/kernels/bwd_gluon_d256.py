@@ -34,7 +34,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                               warpgroup_mma, warpgroup_mma_wait)
 
-from flashtriton.kernels.bwd_gluon import _bwd_producer, _bwd_tile, _stage, launch_setup
+from flashtriton.kernels.bwd_gluon import (_bwd_producer, _bwd_tile, _store_tile,
+                                           launch_setup)
 from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 
@@ -152,10 +153,8 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         kv_count += (n_steps > 0).to(gl.int32)
         # both warpgroups' last products, which read Pᵀ and dSᵀ, are done: stage dK and dV there
         syncs = _sync(tile_sync, syncs)
-        _stage(out_s, (dk * scale_ds).to(dtype))
-        tma.async_copy_shared_to_global(dk_desc, [b, n0, h_k, WG * HALF_D], out_s)
-        _stage(out_s, dv.to(dtype))
-        tma.async_copy_shared_to_global(dv_desc, [b, n0, h_k, WG * HALF_D], out_s)
+        _store_tile(out_s, dk_desc, (dk * scale_ds).to(dtype), b, n0, h_k, WG * HALF_D)
+        _store_tile(out_s, dv_desc, dv.to(dtype), b, n0, h_k, WG * HALF_D)
         tma.store_wait(pendings=0)
         # both stores have read their buffers before the next tile's first step writes them
         syncs = _sync(tile_sync, syncs)
