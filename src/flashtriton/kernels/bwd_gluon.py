@@ -25,10 +25,12 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   with a 64-byte swizzle so that its 32-column halves start on a swizzle row). Computed in its
   own step, that product makes the warpgroup that finished its dS first wait for the other's;
   with DEFER_DQ it is issued in the next step (dS buffers of four step parities), so each
-  waits only for the other's previous step; with DQ_ON_EMPTY it waits for that step on the
-  Q/dO ring's ``empty`` barrier, which both arrive on at the step's end anyway, instead of an
-  mbarrier of its own (one arrival fewer per step). No warpgroup MMA stays in flight across the
-  loop's back edge (ptxas serializes every MMA of the kernel otherwise; see fwd_gluon.py).
+  waits only for the other's previous step, and a step's dSᵀ is published (fence, barrier,
+  arrival: ``_publish_ds``) after its dK and dQ products are issued; with DQ_ON_EMPTY it
+  waits for that step on the Q/dO ring's ``empty`` barrier, which both arrive on at the step's
+  end anyway, instead of an mbarrier of its own (one arrival fewer per step). No warpgroup MMA
+  stays in flight across the loop's back edge (ptxas serializes every MMA of the kernel
+  otherwise; see fwd_gluon.py).
 
 The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
 ``tl`` kernels (kernels/bwd.py) remain the portable path and the deterministic one.
