@@ -16,6 +16,17 @@
 # - `bench` and `flashtriton bench`'s arguments: four bench runs, old / new / new / old, so
 #   that a drift of the clock over the runs falls on both trees alike ($OUT/ab-1-old.json …
 #   $OUT/ab-4-old.json and their logs; table by scripts/ab_bench.py).
+# - `inproc` and `flashtriton bench`'s arguments: two bench runs of this tree, each timing the
+#   other tree's package too (`--baseline-src`, provider flashtriton_base) round by round in one
+#   process, so that both versions meet the same clock: the baseline first in each round in
+#   the first run, ours first in the second ($OUT/inproc-1.json, $OUT/inproc-2.json; table by
+#   scripts/ab_bench.py --inproc). The script names the providers: both trees, then those in
+#   $AB_PROVIDERS (e.g. "sdpa_cudnn"); do not pass --providers. Give --rounds (5 or more).
+#   The baseline's commit: $AB_OLD_COMMIT, else a COMMIT file in its folder.
+#
+#   OUT=out AB_PROVIDERS=sdpa_cudnn scripts/gpu_ab.sh ab_old inproc --quick --passes bwd \
+#       --headdims 64 --seqlens 4096 16384 --rounds 6
+#
 # Each side's bench JSON names the commit it ran (meta.commit): the old side's from
 # $AB_OLD_COMMIT, else a COMMIT file in its folder (as above), else "unknown"; the new side's
 # from a COMMIT file beside its src/ (scripts/branch_trees.sh writes one), else
@@ -43,6 +54,19 @@ if [ "${1:-}" = bench ]; then
   done
   python3 scripts/ab_bench.py --old "$OUT/ab-1-old.json" "$OUT/ab-4-old.json" \
       --new "$OUT/ab-2-new.json" "$OUT/ab-3-new.json"
+  exit 0
+fi
+if [ "${1:-}" = inproc ]; then
+  shift
+  i=0
+  for order in "flashtriton_base flashtriton" "flashtriton flashtriton_base"; do
+    i=$((i + 1))
+    step "inproc-$i" 590 sh -c "FLASHTRITON_COMMIT='$(commit_for new)' \
+        FLASHTRITON_BASELINE_COMMIT='${OLD_COMMIT:-}' python3 -m flashtriton.cli bench \
+        --plain --baseline-src '$OLD_SRC' --out '$OUT/inproc-$i.json' $* \
+        --providers $order ${AB_PROVIDERS:-} > '$OUT/inproc-$i.log' 2>&1"
+  done
+  python3 scripts/ab_bench.py --inproc "$OUT/inproc-1.json" "$OUT/inproc-2.json"
   exit 0
 fi
 for side in old new; do

@@ -13,6 +13,11 @@
 # `--quick --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3` and the
 # spec's options. $OUT/steps.txt says how each step ended. $TEST_TIMEOUT (default 400 s) bounds
 # each branch's tests, so that a kernel that hangs costs no more than that.
+# AB_MODE=inproc: each A/B instead times both trees in one process, round by round (gpu_ab.sh
+# inproc, `--rounds ${AB_ROUNDS:-6}`; providers: both trees and ${AB_PROVIDERS-sdpa_cudnn}; a
+# --providers in the spec is overridden). The branch must have gpu_ab.sh's inproc mode (main
+# from session 21 on). At 1k keys the same kernel's rounds moved by 10-20% in session 21's
+# four-run A/Bs, more than the changes they measured.
 # Name test files, not the whole `tests` folder: a tree has no git history, no bench/results
 # and a COMMIT file of its own, so the tests of the scripts that read those fail there (nine in
 # session 20: test_branch_trees, test_ab_bench, test_ab_compare, test_dtype_clock,
@@ -40,9 +45,16 @@ for spec in "$@"; do
   [ $rc -eq 0 ] || continue
   # the branch's own gpu_ab.sh, so that its tree is "new" and this one's src "old"
   # this tree is the old side: its commit is the one the call was given
-  OUT="$res/ab" AB_OLD_COMMIT="${FLASHTRITON_COMMIT:-unknown}" \
-      bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" bench --quick \
-      --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3 $bench \
-      | tee "$res/ab-table.txt"
+  if [ "${AB_MODE:-bench}" = inproc ]; then
+    OUT="$res/ab" AB_OLD_COMMIT="${FLASHTRITON_COMMIT:-unknown}" \
+        AB_PROVIDERS="${AB_PROVIDERS-sdpa_cudnn}" bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" \
+        inproc --quick --seqlens 1024 4096 16384 --rounds "${AB_ROUNDS:-6}" $bench \
+        | tee "$res/ab-table.txt"
+  else
+    OUT="$res/ab" AB_OLD_COMMIT="${FLASHTRITON_COMMIT:-unknown}" \
+        bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" bench --quick \
+        --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3 $bench \
+        | tee "$res/ab-table.txt"
+  fi
 done
 tar -czf "$OUT/branches.tgz" -C "$OUT" branches steps.txt && rm -rf "$OUT/branches"

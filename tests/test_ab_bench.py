@@ -73,3 +73,37 @@ def test_rows_of_two_dtypes_stay_apart(tmp_path):
               / sum(tflops(p, "flashtriton", 128, 1024, False) for p in OLD) - 1) * 100
     assert fp16.split()[9] == f"{change:+.1f}%", fp16
     assert bf16.split()[9] != fp16.split()[9]
+
+
+def test_inproc_pairs_each_round(tmp_path):
+    """--inproc: both trees timed in each run; the change is the median of the per-round
+    changes (the baseline's ms over ours, minus 1), with their range."""
+    def row(provider, rounds):
+        ms = sorted(rounds)[1]
+        return {"provider": provider, "pass": "bwd", "dtype": "bf16", "batch": 4, "heads": 32,
+                "seqlen": 4096, "headdim": 64, "causal": False, "ms": ms,
+                "tflops": 1.0 / ms, "peak_mib": None, "rounds_ms": rounds}
+
+    meta = dict.fromkeys(("gpu", "torch", "triton", "cuda", "date", "commit"), "x")
+    timings = [([1.0, 0.9, 1.1], [1.02, 0.95, 1.1]), ([0.8, 1.0, 1.0], [0.81, 1.03, 0.99])]
+    runs, paired = [], []
+    for i, (ours, base) in enumerate(timings):
+        path = tmp_path / f"inproc-{i}.json"
+        path.write_text(json.dumps({"meta": meta, "results": [
+            row("flashtriton_base", base), row("flashtriton", ours),
+            row("sdpa_cudnn", [0.5, 0.5, 0.5])]}))
+        runs.append(str(path))
+        paired += [b / o - 1 for o, b in zip(ours, base)]
+    out = run("--inproc", *runs)
+    assert out[0].split()[:5] == ["pass", "dtype", "d", "seqlen", "causal"]
+    (line,) = out[1:]
+    fields = line.split()
+    paired.sort()  # six changes: the median is the mean of the middle two
+    assert fields[9] == f"{(paired[2] + paired[3]) * 50:+.1f}%"
+    assert fields[10] == f"{paired[0] * 100:+.1f}..{paired[-1] * 100:+.1f}%"
+    assert fields[-1] == "0.500"  # ours / cuDNN in both runs: 1.0 against 2.0 TFLOP/s
+
+
+def test_inproc_refuses_old_and_new():
+    with pytest.raises(subprocess.CalledProcessError):
+        run("--inproc", OLD[0], "--old", OLD[0])

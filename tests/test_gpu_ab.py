@@ -41,3 +41,33 @@ def test_each_side_names_its_commit(tmp_path):
                                 for p in sorted(out.glob("ab-*.log")))
     assert table[-2].split()[:3] == ["pass", "dtype", "d"], logs
     assert table[-1].split()[:5] == ["fwd", "bf16", "16", "32", "False"], logs
+
+
+def test_inproc_times_both_trees_in_each_run(tmp_path):
+    """inproc mode: two runs of this tree's bench, each timing the other tree's package too
+    (--baseline-src), the baseline first in the first run and ours first in the second; the
+    baseline's rows name its commit, and the table pairs their rounds."""
+    old = tmp_path / "ab_old"
+    shutil.copytree(ROOT / "src/flashtriton", old / "flashtriton",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "TRITON_INTERPRET": "1" if DEVICE == "cpu" else "0",
+           "FLASHTRITON_COMMIT": "new1234", "AB_OLD_COMMIT": "0ld5678",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("AB_PROVIDERS", None)
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_ab.sh"), str(old), "inproc", "--passes", "fwd",
+         "--headdims", "16", "--seqlens", "32", "--tokens", "64", "--hidden", "32",
+         "--dtypes", "bf16", "--causal", "no", "--rounds", "2", "--device", DEVICE,
+         "--warmup-ms", "1", "--rep-ms", "2"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for i, first in ((1, "flashtriton_base"), (2, "flashtriton")):
+        data = json.loads((out / f"inproc-{i}.json").read_text())
+        assert data["meta"]["commit"] == "new1234"
+        assert data["results"][0]["provider"] == first, (out / f"inproc-{i}.log").read_text()
+        (base,) = [r for r in data["results"] if r["provider"] == "flashtriton_base"]
+        assert base["note"].endswith(" at 0ld5678") and len(base["rounds_ms"]) == 2
+    table = run.stdout.splitlines()
+    assert table[-2].split()[:3] == ["pass", "dtype", "d"] and "paired" in table[-2]
+    assert table[-1].split()[:5] == ["fwd", "bf16", "16", "32", "False"], run.stdout

@@ -451,6 +451,11 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not benchmark: plot existing results file(s) into --plots")
     parser.add_argument("--plain", action="store_true", help="plain-text output even if rich is installed")
     parser.add_argument("--list", action="store_true", help="list the providers and exit")
+    parser.add_argument("--baseline-src", type=Path, default=None, metavar="DIR",
+                        help="add the provider flashtriton_base: the flashtriton package in DIR "
+                             "(another tree's src/), loaded beside this one, so that an A/B of "
+                             "two versions times both in one process (with --rounds, round by "
+                             "round)")
     parser.add_argument("--feature", nargs="+", type=_csv(str), metavar="NAME",
                         help="benchmark features instead of the plain grid: varlen, window, softcap, "
                              "alibi, dropout, float8 or all (bench/features.py; with --quick: 8 "
@@ -538,6 +543,12 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
     from flashtriton.bench.report import make_console, summary_tables
     from flashtriton.bench.results import merge_results, read_results, write_results
 
+    if getattr(args, "baseline_src", None) is not None and (getattr(args, "feature", None)
+                                                            or getattr(args, "decode", False)):
+        make_console(prefer_rich=not args.plain).print(
+            "flashtriton bench: --baseline-src applies to the attention grid, not to --feature "
+            "or --decode")
+        return 2
     if getattr(args, "feature", None):
         from flashtriton.bench import features
 
@@ -553,6 +564,14 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         return decode.run_cli(args)
     console = make_console(prefer_rich=not args.plain)
     registry = PROVIDERS if registry is None else registry
+    if getattr(args, "baseline_src", None) is not None:
+        from flashtriton.bench import baseline
+
+        try:
+            registry = {**registry, baseline.NAME: baseline.provider(args.baseline_src)}
+        except ValueError as exc:
+            console.print(f"flashtriton bench: {exc}")
+            return 2
     if args.list:
         for p in registry.values():
             console.print(f"{p.name:<16} {p.label}{'  (CUDA only)' if p.needs_cuda else ''}")

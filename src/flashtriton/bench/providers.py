@@ -153,17 +153,24 @@ def _leaves(inputs: Inputs, layout: str):
             v.detach().requires_grad_()), dout
 
 
-@register("flashtriton", "flashtriton (ours)")
-def setup_flashtriton(problem: Problem, inputs: Inputs) -> Runner:
-    import flashtriton
-
+def flash_attn_runner(flash_attn_func, problem: Problem, inputs: Inputs,
+                      note: str | None = None) -> Runner:
+    """A ``flash_attn_func`` (this package's, or a baseline tree's: bench/baseline.py) on
+    flash-attn-layout leaves."""
     (q, k, v), dout = _leaves(inputs, "bshd")
     causal = problem.causal
 
     def forward():
-        return flashtriton.flash_attn_func(q, k, v, causal=causal)
+        return flash_attn_func(q, k, v, causal=causal)
 
-    return Runner(forward=forward, leaves=(q, k, v), dout=dout, layout="bshd")
+    return Runner(forward=forward, leaves=(q, k, v), dout=dout, layout="bshd", note=note)
+
+
+@register("flashtriton", "flashtriton (ours)")
+def setup_flashtriton(problem: Problem, inputs: Inputs) -> Runner:
+    import flashtriton
+
+    return flash_attn_runner(flashtriton.flash_attn_func, problem, inputs)
 
 
 def _sdpa_setup(backend_name: str):

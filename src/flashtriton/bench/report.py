@@ -135,25 +135,28 @@ def summary_tables(results: list[dict], providers: list[str], *,
                    timer: str = "median of do_bench") -> list[tuple[str, list, list]]:
     """(title, headers, rows) for the TFLOP/s table and, when memory was measured, the peak-memory
     table; columns follow the provider registry's order. The TFLOP/s table adds
-    flashtriton / sdpa_cudnn (the speed target)."""
+    flashtriton / sdpa_cudnn (the speed target) and, in an A/B, flashtriton / flashtriton_base
+    (``--baseline-src``)."""
     present = [p for p in providers if any(r["provider"] == p for r in results)]
     present += sorted({r["provider"] for r in results} - set(present))
     groups = _grouped(results)
     keys = list(groups)  # in run order
     config_headers = ["pass", "dtype", "causal", "d", "seqlen"]
-    ratio = "flashtriton" in present and "sdpa_cudnn" in present
+    # (peer, header, digits): the cuDNN target, and an A/B's baseline (changes of a percent)
+    ratios = [r for r in (("sdpa_cudnn", "ours/cuDNN", 2), ("flashtriton_base", "ours/base", 3))
+              if "flashtriton" in present and r[0] in present]
     speed_rows, mem_rows = [], []
     for key in keys:
         by_provider = groups[key]
         config = [key[0], key[1], "yes" if key[2] else "no", str(key[3]), str(key[4])]
         speed = [_cell(by_provider.get(p), "tflops", ".1f") for p in present]
-        if ratio:
-            ours, cudnn = by_provider.get("flashtriton"), by_provider.get("sdpa_cudnn")
-            ok = all(r is not None and r.get("tflops") for r in (ours, cudnn))
-            speed.append(f"{ours['tflops'] / cudnn['tflops']:.2f}x" if ok else "")
+        for other, _, digits in ratios:
+            ours, peer = by_provider.get("flashtriton"), by_provider.get(other)
+            ok = all(r is not None and r.get("tflops") for r in (ours, peer))
+            speed.append(f"{ours['tflops'] / peer['tflops']:.{digits}f}x" if ok else "")
         speed_rows.append(config + speed)
         mem_rows.append(config + [_cell(by_provider.get(p), "peak_mib", ".0f") for p in present])
-    speed_headers = config_headers + present + (["ours/cuDNN"] if ratio else [])
+    speed_headers = config_headers + present + [header for _, header, _ in ratios]
     tables = [(f"TFLOP/s ({timer})", speed_headers, speed_rows)]
     if any(r.get("peak_mib") is not None for r in results):
         tables.append(("peak memory (MiB, inputs included)", config_headers + present, mem_rows))
