@@ -16,9 +16,11 @@ that the two copies share no module, op or cache. The copy's Triton kernels comp
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,6 +80,7 @@ def load(src: str | Path):
             raise ValueError(f"--baseline-src: {loaded_from} is already loaded in this process")
         return module, description
     root = Path(tempfile.mkdtemp(prefix="flashtriton-baseline-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # the copy lives as long as the process
     for path in package.rglob("*.py"):
         if "__pycache__" in path.parts:
             continue
