@@ -14,7 +14,8 @@
 # spec's options. $OUT/steps.txt says how each step ended. $TEST_TIMEOUT (default 400 s) bounds
 # each branch's tests, so that a kernel that hangs costs no more than that.
 # AB_MODE=inproc: each A/B instead times both trees in one process, round by round (gpu_ab.sh
-# inproc, `--rounds ${AB_ROUNDS:-6}`; providers: both trees and ${AB_PROVIDERS-sdpa_cudnn}; a
+# inproc, `--rounds ${AB_ROUNDS:-6} --rep-ms ${AB_REP_MS:-600}`: 100 ms a round, where the
+# four-run A/B's rounds were 33 ms; providers: both trees and ${AB_PROVIDERS-sdpa_cudnn}; a
 # --providers in the spec is overridden). The branch must have gpu_ab.sh's inproc mode (main
 # from session 21 on). At 1k keys the same kernel's rounds moved by 10-20% in session 21's
 # four-run A/Bs, more than the changes they measured.
@@ -48,7 +49,8 @@ for spec in "$@"; do
   if [ "${AB_MODE:-bench}" = inproc ]; then
     OUT="$res/ab" AB_OLD_COMMIT="${FLASHTRITON_COMMIT:-unknown}" \
         AB_PROVIDERS="${AB_PROVIDERS-sdpa_cudnn}" bash "$tree/scripts/gpu_ab.sh" "$ROOT/src" \
-        inproc --quick --seqlens 1024 4096 16384 --rounds "${AB_ROUNDS:-6}" $bench \
+        inproc --quick --seqlens 1024 4096 16384 --rounds "${AB_ROUNDS:-6}" \
+        --rep-ms "${AB_REP_MS:-600}" $bench \
         | tee "$res/ab-table.txt"
   else
     OUT="$res/ab" AB_OLD_COMMIT="${FLASHTRITON_COMMIT:-unknown}" \
