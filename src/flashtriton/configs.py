@@ -267,6 +267,9 @@ _BWD = {
 # causal +0.8% to -0.9%). So only d128 without a mask takes it. Its A/B as shipped
 # (2026-11-30-s16-ab-bwd-d128-dq-on-empty-*.json): 1k +1.1%, 4k 511.4 509.5 / 517.3 515.9
 # (+1.2%), 16k +0.2%.
+# These choices (ring slots, dq_on_empty) were measured before session 21 moved the deferred
+# path's dS fence after the step's products (7de1754: d64 +1.8-2.4% from 4k,
+# 2026-11-30-s21-ab-bwd-late-ds-fence-*.json); they have not been swept again since.
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
