@@ -24,7 +24,8 @@
 # two-kernel config), fwd-gluon-d256-pers (d256 forward, persistent or not), bwd-d256-spills
 # (d256, the tl configs that spill least, atomic dQ or two kernels), fwd-gluon-d256 (the
 # Gluon forward at d256, 64- or 32-key tiles, with and without ping-pong, against the shipped
-# tl config).
+# tl config), bwd-after-fence (d64 and d128 backward at 4k and 16k: deferred dQ on its own
+# barriers or on `empty`, persistent or not; d64 with two or three ring slots).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 420; it took 295 s in session 17).
 #
@@ -141,6 +142,15 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluonpp,gluonpppers'" ;;
     fwd-ws-short) sweep fwd-ws-short 90 --pass fwd --headdims 128,64 --seqlens 1024,4096 \
         --fwd-space "'128:128;4;2;gluon,gluonpp|128:64;4;2;tma|128:128;8;3;tma'" ;;
+    # session 21: the d64/d128 backward's ring slots and dq_on_empty again, after 7de1754 moved
+    # the deferred path's dS fence (the launches as shipped: persistent below 8192 keys)
+    # (d128 has no room for a third slot)
+    bwd-after-fence) sweep bwd-after-fence-d64 150 --pass bwd --headdims 64 \
+        --seqlens 4096,16384 --causal 0,1 --bwd-space \
+        "'64:128;4;2,3;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer,gluonsplitdeferempty'"
+        sweep bwd-after-fence-d128 100 --pass bwd --headdims 128 --seqlens 4096,16384 \
+        --causal 0,1 --bwd-space \
+        "'64:128;4;2;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer,gluonsplitdeferempty'" ;;
     *) echo "unknown sweep $name" ;;
   esac
 done
