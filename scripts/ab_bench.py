@@ -22,11 +22,16 @@ import statistics
 from flashtriton.bench.results import read_results
 
 
-def load(path: str) -> dict:
-    """{(provider, pass, dtype, head dim, seqlen, causal): TFLOP/s} of a bench results file
+def timed_rows(path: str) -> dict:
+    """{(provider, pass, dtype, head dim, seqlen, causal): row} of a bench results file
     (checked by ``read_results``); rows that were not timed are left out."""
-    return {(r["provider"], r["pass"], r["dtype"], r["headdim"], r["seqlen"], r["causal"]):
-            r["tflops"] for r in read_results(path)["results"] if r.get("tflops") is not None}
+    return {(r["provider"], r["pass"], r["dtype"], r["headdim"], r["seqlen"], r["causal"]): r
+            for r in read_results(path)["results"] if r.get("tflops") is not None}
+
+
+def load(path: str) -> dict:
+    """``timed_rows``' keys, each with its row's TFLOP/s."""
+    return {key: row["tflops"] for key, row in timed_rows(path).items()}
 
 
 def compare(old: list[dict], new: list[dict]) -> list[dict]:
@@ -58,16 +63,12 @@ def compare(old: list[dict], new: list[dict]) -> list[dict]:
 BASE = "flashtriton_base"
 
 
-def compare_inproc(runs: list[dict]) -> list[dict]:
-    """One dict per row that every run timed for both flashtriton and flashtriton_base: each
-    run's TFLOP/s of either (old: the baseline, new: ours), the paired changes (per round, the
-    baseline's ms / ours - 1; the row's ms when it has no rounds), their median (``change``),
-    and the ratio to cuDNN of each side when the runs timed it."""
-    def rows_of(data):
-        return {(r["provider"], r["pass"], r["dtype"], r["headdim"], r["seqlen"], r["causal"]): r
-                for r in data["results"] if r.get("tflops") is not None}
-
-    keyed = [rows_of(data) for data in runs]
+def compare_inproc(keyed: list[dict]) -> list[dict]:
+    """One dict per row that every run (``timed_rows`` of each file) timed for both flashtriton
+    and flashtriton_base: each run's TFLOP/s of either (old: the baseline, new: ours), the
+    paired changes (per round, the baseline's ms / ours - 1; the row's ms when it has no
+    rounds), their median (``change``), and the ratio to cuDNN of each side when the runs timed
+    it."""
     keys = sorted({k[1:] for k in keyed[0] if k[0] == "flashtriton"},
                   key=lambda k: (k[0], k[1], -k[2], k[4], k[3]))
     out = []
@@ -77,7 +78,8 @@ def compare_inproc(runs: list[dict]) -> list[dict]:
         paired = []
         for run in keyed:
             ours, base = run[("flashtriton",) + key], run[(BASE,) + key]
-            ours_ms, base_ms = ours.get("rounds_ms") or [ours["ms"]], base.get("rounds_ms") or [base["ms"]]
+            ours_ms = ours.get("rounds_ms") or [ours["ms"]]
+            base_ms = base.get("rounds_ms") or [base["ms"]]
             if len(ours_ms) != len(base_ms):
                 raise ValueError(f"{key}: {len(ours_ms)} rounds of flashtriton against "
                                  f"{len(base_ms)} of {BASE}")
@@ -108,7 +110,7 @@ def main() -> None:
     if args.inproc:
         if args.old or args.new:
             ap.error("--inproc compares within its runs: no --old or --new")
-        rows = compare_inproc([read_results(p) for p in args.inproc])
+        rows = compare_inproc([timed_rows(p) for p in args.inproc])
         print(f"{'pass':4} {'dtype':5} {'d':>4} {'seqlen':>6} {'causal':6} {'old TFLOP/s':>17} "
               f"{'new TFLOP/s':>17} {'change':>7} {'paired range':>15}  ours/cuDNN old -> new")
         for r in rows:
