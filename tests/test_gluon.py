@@ -149,6 +149,35 @@ def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blo
     assert (lse[finite].double() - ref_lse[finite].double()).abs().max() < 1e-3
 
 
+@pytest.mark.parametrize("d,causal,dtype,blocks", [
+    pytest.param(64, False, BF16, (128, 128, 4, 2, False, True), id="d64-persistent"),
+    pytest.param(64, True, F16, (128, 128, 4, 2, False, True), id="d64-causal-fp16-persistent"),
+    pytest.param(128, True, BF16, (128, 128, 4, 2, True, True), id="d128-causal-pingpong-persistent"),
+    pytest.param(128, False, BF16, S2, id="d128-one-program-per-tile"),
+    pytest.param(256, True, BF16, D256PERS, id="d256-causal-persistent"),
+])
+def test_gluon_forward_peaked_scores(d, causal, dtype, blocks):
+    """Scores spread over hundreds of log2 units, each row's largest at a random key: a row max
+    that missed any of a thread's values (``_row_max`` folds them in groups) would leave some
+    exp2 arguments above 128, and the output would hold inf or NaN."""
+    b, s, h = 1, 700, 4
+    q = randn(b, s, h, d, dtype=dtype) * 40
+    k = randn(b, s, h, d, dtype=dtype)
+    v = randn(b, s, h, d, dtype=dtype)
+    params = make_params(d, causal=causal)
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    out, lse = attn_fwd_gluon(q, k, v, params, *blocks)
+    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) * params.softmax_scale
+    spread = (scores.amax(-1) - scores.amin(-1)) / torch.log(torch.tensor(2.0, dtype=torch.float64))
+    assert spread.median() > 300, "the case must spread the scores beyond exp2's range"
+    assert torch.isfinite(out).all()
+    assert_close(out, ref, low, name="out")
+    assert (lse.double() - ref_lse.double()).abs().max() < 1e-3
+
+
 def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     import flashtriton.kernels.fwd as fwd
     from flashtriton import flash_attn_func

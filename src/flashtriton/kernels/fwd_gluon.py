@@ -51,16 +51,46 @@ def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
 
 
 @gluon.jit
+def _row_max(s):
+    """The row max of a tile of scores in an MMA accumulator layout (a thread holds a row's columns
+    in pairs, eight columns apart). ``gl.max(s, 1)`` folds a thread's values of a row (32 at
+    d64) in one chain of dependent max instructions, which the exp2s wait for; here the first
+    reduction runs over the 16-column groups, four chains per row a quarter as long, then the
+    rest. As many instructions; the layouts only relabel registers (``assert_trivial``)."""
+    BLOCK_M: gl.constexpr = s.type.shape[0]
+    BLOCK_N: gl.constexpr = s.type.shape[1]
+    part = gl.max(gl.reshape(s, [BLOCK_M, BLOCK_N // 16, 16]), 1)
+    return gl.convert_layout(gl.max(part, 1), gl.SliceLayout(1, s.type.layout), assert_trivial=True)
+
+
+@gluon.jit
 def _softmax_block(s, m_i, l_i, qk_scale):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
     positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
     at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
     max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0."""
-    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    m_new = gl.maximum(m_i, _row_max(s) * qk_scale)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
+
+
+@gluon.jit
+def _to_16bit(p, dtype: gl.constexpr, PACKED: gl.constexpr):
+    """``p.to(dtype)`` for the P·V product's register operand, two values per instruction into
+    one 32-bit register in operand order. (``p.to`` is lowered to one conversion per value,
+    and ptxas then packs each pair with its halves swapped and swaps them back with a ``PRMT``
+    before the product: 32 instructions per consumer and step at d64.) ``PACKED`` false: ``p.to``
+    (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68)."""
+    if not PACKED:
+        return p.to(dtype)
+    elif dtype == gl.bfloat16:
+        return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
+                                         dtype=dtype.value, is_pure=True, pack=2)
+    else:
+        return gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p],
+                                         dtype=dtype.value, is_pure=True, pack=2)
 
 
 @gluon.jit
@@ -160,7 +190,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, RELEASE_Q)
-        p16 = p.to(dtype)
+        p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
             nslot = (kv + j + 1) % STAGES
@@ -183,11 +213,11 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, RELEASE_Q)
             if not LATE_CVT:
-                p16 = p.to(dtype)
+                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(slot))
             if LATE_CVT:
-                p16 = p.to(dtype)
+                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         slot = (kv + n_own - 1) % STAGES
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
         p_op = gl.convert_layout(p16, p_layout)
