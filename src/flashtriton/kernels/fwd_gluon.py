@@ -95,19 +95,25 @@ def _to_16bit(p, dtype: gl.constexpr, PACKED: gl.constexpr):
 
 @gluon.jit
 def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
-                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
-    runtime flag ``masked`` says the tile has keys a row must not see. The softmax is written
-    out in both branches: with one softmax after an optional mask, ptxas waits at the branches'
-    join for every warpgroup MMA in flight, so the softmax of S[j+1] no longer runs under
-    ``P[j] V[j]`` (docs/perf-log.md, session 22; the one-program-per-tile kernel was 5% faster
-    at d128, 16k keys, with both branches in session 9)."""
-    if masked:
-        p, alpha, m_new, l_new = _softmax_block(
-            _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
-            qk_scale)
-    else:
+    runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
+    after an optional mask (less code); otherwise the softmax is written out in both branches.
+    Where a warpgroup MMA is in flight (the loop's ``P[j] V[j]``), ptxas waits for it at the
+    join of the one-path form, before the softmax, so that the softmax of S[j+1] no longer
+    runs under the product; there the loop takes both branches (docs/perf-log.md, session
+    22)."""
+    if ONE_PATH:
+        if masked:
+            s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
         p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
+    else:
+        if masked:
+            p, alpha, m_new, l_new = _softmax_block(
+                _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
+                qk_scale)
+        else:
+            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
     return p, alpha, m_new, l_new
 
 
@@ -184,8 +190,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         mbarrier.arrive(k_empty.index(slot0))
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
+        # no MMA in flight here: the shorter one-path form
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout)
+                                             shift, qk_scale, BLOCK_N, s_layout, True)
         p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -207,7 +214,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout)
+                                                 BLOCK_N, s_layout, False)
             if not LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
