@@ -98,11 +98,12 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
                     BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
-    after an optional mask (less code); otherwise the softmax is written out in both branches.
-    Where a warpgroup MMA is in flight (the loop's ``P[j] V[j]``), ptxas waits for it at the
-    join of the one-path form, before the softmax, so that the softmax of S[j+1] no longer
-    runs under the product; there the loop takes both branches (docs/perf-log.md, session
-    22)."""
+    after an optional mask (the persistent kernel: less code); otherwise the softmax is written
+    out in both branches (the one-program-per-tile kernel, 5% faster so at d128, 16k keys:
+    docs/perf-log.md, session 9). In the one-path form ptxas waits at the branches' join for
+    the warpgroup MMAs in flight, so in the loop the softmax of S[j+1] does not run under
+    ``P[j] V[j]``; both branches in the persistent kernel's loop were 1-2.4% faster at 4k keys
+    but 4-5% slower at 1k causal (session 22), so it keeps one path."""
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
@@ -159,7 +160,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     also take turns to issue, so that one's softmax runs under the other's products). Ring
     positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
     them across tiles); ``RELEASE_Q`` (the persistent kernel): arrive on ``qe`` once the last S
-    product has completed.
+    product has completed, and take ``_masked_softmax``'s one path.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
@@ -190,9 +191,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         mbarrier.arrive(k_empty.index(slot0))
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
-        # no MMA in flight here: the shorter one-path form
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout, True)
+                                             shift, qk_scale, BLOCK_N, s_layout, RELEASE_Q)
         p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -214,7 +214,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout, False)
+                                                 BLOCK_N, s_layout, RELEASE_Q)
             if not LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
