@@ -180,6 +180,51 @@ def test_gluon_persistent_forward_entry_compiles(head_dim):
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
 
 
+_SOFTMAX_PATHS_CHILD = """
+import json, torch
+from flashtriton.analysis.sass import capture_launches, compile_launch
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d, causal, seqlen, block_m in [(64, True, 1000, 128), (64, True, 2048, 128),
+                                   (128, True, 1024, 128), (128, True, 4096, 128),
+                                   (64, False, 1024, 128), (128, False, 4096, 128),
+                                   (64, False, 4096, 192), (64, True, 16384, 192),
+                                   (256, True, 1024, 128)]:
+    q = torch.empty(1, seqlen, 2, d, dtype=torch.bfloat16)
+    block_n = 64 if d == 256 else 128
+    launches = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d, causal=causal),
+                                                       block_m, block_n, 4, 2, d != 64, True))
+    (launch,) = [x for x in launches if x["name"] == "_attn_fwd_persistent"]
+    names = launch["fn"].arg_names
+    consts = {names[p[0]]: v for p, v in launch["constants"].items()}
+    report = compile_launch(launch) if (d, causal, seqlen) == (64, True, 1000) else None
+    out.append([d, causal, seqlen, consts["CONSUMERS"], consts["ONE_PATH"],
+                report and [report["spill_bytes"], report["wgmma_serialized"]]])
+print(json.dumps(out))
+"""
+
+
+def test_persistent_forward_softmax_paths_per_call():
+    """The launcher's ``ONE_PATH`` for the persistent forward (``one_softmax_path``): one softmax
+    after the mask with three consumers and for causal calls below 2048 keys, both mask branches
+    elsewhere (head dim 256: both). The one-path kernel compiles without spills or serialized
+    MMAs (the registry entries above compile the both-branches one)."""
+    import os
+
+    run = subprocess.run([sys.executable, "-c", _SOFTMAX_PATHS_CHILD], capture_output=True,
+                         text=True, env=dict(os.environ, TRITON_INTERPRET="0"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [(d, c, n, cons, one) for d, c, n, cons, one, _ in rows] == [
+        (64, True, 1000, 2, True), (64, True, 2048, 2, False),
+        (128, True, 1024, 2, True), (128, True, 4096, 2, False),
+        (64, False, 1024, 2, False), (128, False, 4096, 2, False),
+        (64, False, 4096, 3, True), (64, True, 16384, 3, True),
+        (256, True, 1024, 2, False)]
+    assert rows[0][5] == [0, False]
+
+
 def test_pinned_triton_has_the_tma_reduction():
     """The Gluon backward adds dQ by TMA reductions; without the builder call the public
     backward would fall back to the tl kernels on sm_90 (gluon_bwd_eligible)."""

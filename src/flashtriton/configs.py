@@ -269,7 +269,10 @@ _BWD = {
 # (+1.2%), 16k +0.2%.
 # These choices (ring slots, dq_on_empty) were measured before session 21 moved the deferred
 # path's dS fence after the step's products (7de1754: d64 +1.8-2.4% from 4k,
-# 2026-11-30-s21-ab-bwd-late-ds-fence-*.json); they have not been swept again since.
+# 2026-11-30-s21-ab-bwd-late-ds-fence-*.json). Swept again after it in session 22
+# (2026-11-30-s22-tune-bwd-after-fence-d64.json / -d128.json, one timing each, 4k and 16k):
+# no alternative beat a shipped launch by more than 1.2% (d128 4k without dq_on_empty 516.7
+# against 510.4, the opposite sign of session 16's A/B), so they stay.
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,

@@ -152,7 +152,8 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
                  turns, n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
-                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr):
+                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
+                 ONE_PATH: gl.constexpr):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
     step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
@@ -160,7 +161,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     also take turns to issue, so that one's softmax runs under the other's products). Ring
     positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
     them across tiles); ``RELEASE_Q`` (the persistent kernel): arrive on ``qe`` once the last S
-    product has completed, and take ``_masked_softmax``'s one path.
+    product has completed. ``ONE_PATH``: ``_masked_softmax``'s.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
@@ -192,7 +193,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout, RELEASE_Q)
+                                             shift, qk_scale, BLOCK_N, s_layout, ONE_PATH)
         p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -214,7 +215,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout, RELEASE_Q)
+                                                 BLOCK_N, s_layout, ONE_PATH)
             if not LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
             acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
@@ -290,7 +291,7 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  qb, zero_s, 0, 0, n_tiles, n_own, n_full, offs_m, seqlen_k, shift,
-                                 qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2)
+                                 qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2, False)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -508,12 +509,13 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     as the tile's last S product has completed (the producer loads the next Q under this tile's
     last P V and epilogue); O leaves through its own buffer by TMA. At head dim 256 there is no
     room for O buffers: O leaves through Q's, which is released once that store has read it
-    (the next tile's K/V loads still run under the epilogue)."""
+    (the next tile's K/V loads still run under the epilogue). ``ONE_PATH`` (a constexpr in
+    ``args``): ``_masked_softmax``'s, chosen per call by the launcher (``one_softmax_path``)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
-     stride_lh) = args
+     stride_lh, ONE_PATH) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -550,7 +552,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, qe, zero_s, kv, turns, n_tiles, n_own, n_full, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, RELEASE_Q,
-                                     CONSUMERS > 2)
+                                     CONSUMERS > 2, ONE_PATH)
         out, lse = _normalize(acc, m_i, l_i)
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
@@ -592,7 +594,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          qk_scale, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
-                         CONSUMERS: gl.constexpr):
+                         CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``order``: causal, longest first, in a snake); partitions as
@@ -626,7 +628,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
-                                    stride_om, stride_oh, stride_lb, stride_lh))
+                                    stride_om, stride_oh, stride_lb, stride_lh, ONE_PATH))
     if CONSUMERS == 3:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
                             (_pers_consumer1, work), (_pers_consumer2, work)],
@@ -647,6 +649,26 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and params.window_right in (-1, 0) and params.softmax_scale > 0
             and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (64, 128, 256)
             and tma_ready(q, k, v))
+
+
+# Below this many keys a causal call's persistent forward takes one softmax path (see below).
+ONE_PATH_CAUSAL_BELOW = 2048
+
+
+def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int) -> bool:
+    """Whether the persistent forward's consumers mask and then run one softmax (``ONE_PATH``,
+    less code) or write the softmax out in both mask branches. In the one-path form ptxas waits
+    for the step's P·V product at the branches' join, before the softmax, instead of after it.
+    Session 22's A/Bs (docs/perf-log.md; TFLOP/s change with both branches): two consumers
+    +1.5-2.4% at 4096 keys (d128 with and without a mask, d64 causal) and -0.1 to +1.7% at 1024
+    without a mask, but -3.8 to -5.4% at 1024 causal; three consumers (d64 from 4096 keys)
+    -0.3 to +0.2% at 4096 and -2.9% at 16384. So one path with three consumers and for causal
+    calls below ONE_PATH_CAUSAL_BELOW keys (2048 itself was not measured), both branches
+    elsewhere. Head dim 256 writes both (its O leaves through Q's buffers; never measured with
+    one path)."""
+    if head_dim == 256:
+        return False
+    return consumers == 3 or (causal and seqlen_k < ONE_PATH_CAUSAL_BELOW)
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
@@ -699,6 +721,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         kernel, grid = _attn_fwd_persistent, (programs,)
         rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
                 params.softmax_scale * LOG2E, order)
+        meta["ONE_PATH"] = one_softmax_path(d, consumers, causal, seqlen_k)
     else:
         kernel, grid = _attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads)
         rest = (*strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
