@@ -98,12 +98,11 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
                     BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
-    after an optional mask (the persistent kernel: less code); otherwise the softmax is written
-    out in both branches (the one-program-per-tile kernel, 5% faster so at d128, 16k keys:
-    docs/perf-log.md, session 9). In the one-path form ptxas waits at the branches' join for
-    the warpgroup MMAs in flight, so in the loop the softmax of S[j+1] does not run under
-    ``P[j] V[j]``; both branches in the persistent kernel's loop were 1-2.4% faster at 4k keys
-    but 4-5% slower at 1k causal (session 22), so it keeps one path."""
+    after an optional mask (less code); otherwise the softmax is written out in both branches
+    (the one-program-per-tile kernel always, 5% faster so at d128, 16k keys: docs/perf-log.md,
+    session 9). In the one-path form ptxas waits at the branches' join for the warpgroup MMAs
+    in flight, so in the loop the softmax of S[j+1] does not run under ``P[j] V[j]``; the
+    persistent kernel's choice is made per call (``one_softmax_path``, session 22)."""
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
