@@ -123,7 +123,8 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
     STAGES-slot rings. A slot is refilled once every consumer has arrived on its ``empty``
     barrier (their product that read it is done)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
-    # constexprs do not cross the partition boundary: read them off the buffers' shapes
+    # the sizes, read off the buffers' shapes (a constexpr can also travel in the args tuple:
+    # _pers_consumer's ONE_PATH)
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
@@ -261,7 +262,8 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om, seqlen_q,
      seqlen_k, m0, n_tiles, shift, qk_scale) = args
-    # constexprs do not cross the partition boundary: read them off the buffers' shapes
+    # the sizes, read off the buffers' shapes (a constexpr can also travel in the args tuple:
+    # _pers_consumer's ONE_PATH)
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
