@@ -28,7 +28,7 @@ SASS_SAMPLE = """
 def test_instruction_counter_matches_whole_opcodes():
     c = count_instructions(SASS_SAMPLE)
     assert c == {"HGMMA": 1, "QGMMA": 0, "HMMA": 0, "LDS": 1, "STS": 1, "LDGSTS": 1, "UTMALDG": 0,
-                 "UTMAREDG": 0}
+                 "UTMAREDG": 0, "MUFU": 0}
 
 
 def test_local_memory_counted_per_setmaxnreg_region():
@@ -81,7 +81,7 @@ def test_default_is_the_production_forward_as_the_h200_runs_it():
     assert r["instructions"]["UTMALDG"] > 0, r["instructions"]  # TMA loads
     assert r["instructions"]["HGMMA"] > 0, r["instructions"]  # bf16 dots become warpgroup MMAs
     assert set(r["instructions"]) == {"HGMMA", "QGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG",
-                                      "UTMAREDG"}
+                                      "UTMAREDG", "MUFU"}
 
 
 def test_pointer_loads_variant():
@@ -198,9 +198,14 @@ for d, causal, seqlen, block_m in [(64, True, 1000, 128), (64, True, 2048, 128),
     (launch,) = [x for x in launches if x["name"] == "_attn_fwd_persistent"]
     names = launch["fn"].arg_names
     consts = {names[p[0]]: v for p, v in launch["constants"].items()}
-    report = compile_launch(launch) if (d, causal, seqlen) == (64, True, 1000) else None
+    report = compile_launch(launch) if (d, seqlen) in ((64, 1000), (64, 2048)) else None
     out.append([d, causal, seqlen, consts["CONSUMERS"], consts["ONE_PATH"],
-                report and [report["spill_bytes"], report["wgmma_serialized"]]])
+                report and [report["spill_bytes"], report["wgmma_serialized"],
+                            report["instructions"]["MUFU"]]])
+q = torch.empty(1, 1000, 2, 64, dtype=torch.bfloat16)
+(launch,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128,
+                                                    128, 4, 2, False, False))
+out.append(["one program per tile", compile_launch(launch)["instructions"]["MUFU"]])
 print(json.dumps(out))
 """
 
@@ -209,20 +214,31 @@ def test_persistent_forward_softmax_paths_per_call():
     """The launcher's ``ONE_PATH`` for the persistent forward (``one_softmax_path``): one softmax
     after the mask with three consumers and for causal calls below 2048 keys, both mask branches
     elsewhere (head dim 256: both). The one-path kernel compiles without spills or serialized
-    MMAs (the registry entries above compile the both-branches one)."""
+    MMAs. And the softmax copies, counted by their special-function (MUFU) instructions: with
+    one path each consumer's code holds two softmax copies (before the loop and in it, 64 exp2
+    a copy at d64, and two for the rows' alpha); with both branches, and in the
+    one-program-per-tile kernel, four. LLVM can merge the branches' copies into one after the
+    join (an exp2 choice inside the softmax did, in session 22), which would undo the
+    both-branches form without a sign."""
     import os
 
     run = subprocess.run([sys.executable, "-c", _SOFTMAX_PATHS_CHILD], capture_output=True,
                          text=True, env=dict(os.environ, TRITON_INTERPRET="0"))
     assert run.returncode == 0, run.stderr[-3000:]
     rows = json.loads(run.stdout.strip().splitlines()[-1])
+    *rows, (_, ws_mufu) = rows
     assert [(d, c, n, cons, one) for d, c, n, cons, one, _ in rows] == [
         (64, True, 1000, 2, True), (64, True, 2048, 2, False),
         (128, True, 1024, 2, True), (128, True, 4096, 2, False),
         (64, False, 1024, 2, False), (128, False, 4096, 2, False),
         (64, False, 4096, 3, True), (64, True, 16384, 3, True),
         (256, True, 1024, 2, False)]
-    assert rows[0][5] == [0, False]
+    (spills, serialized, one_mufu), (_, _, two_mufu) = rows[0][5], rows[1][5]
+    assert spills == 0 and not serialized
+    copy = 2 * (64 + 2)  # one softmax copy in each of the two consumers; the other MUFU
+    #                      instructions (the epilogue's log2 and reciprocal) are fewer
+    assert [n // copy for n in (one_mufu, two_mufu, ws_mufu)] == [2, 4, 4], (one_mufu, two_mufu,
+                                                                           ws_mufu)
 
 
 def test_pinned_triton_has_the_tma_reduction():
