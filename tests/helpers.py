@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -38,6 +41,16 @@ def assert_close(ours, ref64, lowp, *, factor=2.0, name="out"):
     bound = factor * torch_err + floor
     assert err <= bound, (f"{name}: max|ours-ref64|={err:.3e} > {factor}*max|torch_lowp-ref64|"
                           f"={torch_err:.3e} (x{factor}) + floor {floor:.3e}")
+
+
+def compile_child(code: str):
+    """Run ``code`` in a child Python without TRITON_INTERPRET (compiling for sm_90a, e.g. through
+    ``flashtriton.analysis.sass``, needs no GPU but not the interpreter) and return the JSON of
+    its last printed line."""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, TRITON_INTERPRET="0"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 def load_script(name: str):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from helpers import DEVICE, LARGE, assert_close, randn
+from helpers import DEVICE, LARGE, assert_close, compile_child, randn
 
 from flashtriton.kernels.decode import num_splits_heuristic
 from flashtriton.kvcache import flash_attn_with_kvcache
@@ -316,16 +316,7 @@ print(json.dumps([[r["kernel"], r["spill_bytes"]] for r in report]))
 
 def test_decode_kernels_compile_for_sm90():
     """The GPU path compiles (sm_90a, no GPU needed): what the interpreter cannot check."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TRITON_INTERPRET="0")
-    run = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], capture_output=True, text=True,
-                         env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    kernels = json.loads(run.stdout.strip().splitlines()[-1])
+    kernels = compile_child(_COMPILE_CHILD)
     assert [k for k, _ in kernels] == ["_kv_append", "_attn_decode", "_attn_combine",
                                        "_kv_append", "_attn_decode"], kernels
     assert all(spills == 0 for _, spills in kernels[:3]), kernels  # bf16: no spills

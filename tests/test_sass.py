@@ -14,6 +14,7 @@ import pytest
 
 from flashtriton.analysis.sass import (KERNELS, count_instructions, local_by_region,
                                        parse_ptxas_spills, parse_res_usage)
+from helpers import compile_child
 
 SASS_SAMPLE = """
         /*0a40*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT ;
@@ -220,13 +221,7 @@ def test_persistent_forward_softmax_paths_per_call():
     one-program-per-tile kernel, four. LLVM can merge the branches' copies into one after the
     join (an exp2 choice inside the softmax did, in session 22), which would undo the
     both-branches form without a sign."""
-    import os
-
-    run = subprocess.run([sys.executable, "-c", _SOFTMAX_PATHS_CHILD], capture_output=True,
-                         text=True, env=dict(os.environ, TRITON_INTERPRET="0"))
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = json.loads(run.stdout.strip().splitlines()[-1])
-    *rows, (_, ws_mufu) = rows
+    *rows, (_, ws_mufu) = compile_child(_SOFTMAX_PATHS_CHILD)
     assert [(d, c, n, cons, one) for d, c, n, cons, one, _ in rows] == [
         (64, True, 1000, 2, True), (64, True, 2048, 2, False),
         (128, True, 1024, 2, True), (128, True, 4096, 2, False),

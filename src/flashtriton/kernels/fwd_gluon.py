@@ -100,8 +100,9 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
     after an optional mask (less code); otherwise the softmax is written out in both branches
     (the one-program-per-tile kernel always, 5% faster so at d128, 16k keys: docs/perf-log.md,
-    session 9). In the one-path form ptxas waits at the branches' join for the warpgroup MMAs
-    in flight, so in the loop the softmax of S[j+1] does not run under ``P[j] V[j]``; the
+    session 9). In the one-path form the softmax and the loop's wait for ``P[j] V[j]`` share a
+    basic block, and ptxas's scheduler moves that wait up into the softmax, so the softmax of
+    S[j+1] does not run under the product; the branches' join keeps the wait after it. The
     persistent kernel's choice is made per call (``one_softmax_path``, session 22)."""
     if ONE_PATH:
         if masked:
@@ -658,8 +659,8 @@ ONE_PATH_CAUSAL_BELOW = 2048
 
 def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int) -> bool:
     """Whether the persistent forward's consumers mask and then run one softmax (``ONE_PATH``,
-    less code) or write the softmax out in both mask branches. In the one-path form ptxas waits
-    for the step's P·V product at the branches' join, before the softmax, instead of after it.
+    less code) or write the softmax out in both mask branches. In the one-path form ptxas's
+    scheduler moves the wait for the step's P·V product up into the softmax (``_masked_softmax``).
     Session 22's A/Bs (docs/perf-log.md; TFLOP/s change with both branches): two consumers
     +1.5-2.4% at 4096 keys (d128 with and without a mask, d64 causal) and -0.1 to +1.7% at 1024
     without a mask, but -3.8 to -5.4% at 1024 causal; three consumers (d64 from 4096 keys)
