@@ -64,15 +64,19 @@ def _row_max(s):
 
 
 @gluon.jit
-def _softmax_block(s, m_i, l_i, qk_scale):
+def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
     positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
     at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
-    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0."""
+    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0.
+    ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``)."""
     m_new = gl.maximum(m_i, _row_max(s) * qk_scale)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
-    l_new = l_i * alpha + gl.sum(p, 1)
+    if NO_SUM:
+        l_new = l_i
+    else:
+        l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
 
 
@@ -95,7 +99,8 @@ def _to_16bit(p, dtype: gl.constexpr, PACKED: gl.constexpr):
 
 @gluon.jit
 def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
-                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr):
+                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr,
+                    NO_SUM: gl.constexpr):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
     after an optional mask (less code); otherwise the softmax is written out in both branches
@@ -107,14 +112,14 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
-        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
+        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM)
     else:
         if masked:
             p, alpha, m_new, l_new = _softmax_block(
                 _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
-                qk_scale)
+                qk_scale, NO_SUM)
         else:
-            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale)
+            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM)
     return p, alpha, m_new, l_new
 
 
@@ -154,7 +159,7 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
                  turns, n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
                  WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
-                 ONE_PATH: gl.constexpr):
+                 ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
     step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
@@ -167,6 +172,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
     passed on, so that every consumer keeps the same step count on the shared barriers.
+    ``ROWSUM_MMA``: P's row sums come from the tensor cores, ``P[j] · ones`` (``ones``: a [8,
+    BLOCK_N] tile of ones in shared memory) issued after each ``P[j] V[j]`` into an [BLOCK_M, 8]
+    accumulator rescaled like O, instead of a thread's adds and shuffles in the softmax (the sum
+    is then of P as rounded to 16 bits, the values the P·V product weighs V by).
     Returns (acc, m_i, l_i), O unnormalized."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
@@ -181,9 +190,17 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, 8, 16])
+    pl_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=l_layout, k_width=2)
+    row_l: gl.constexpr = gl.SliceLayout(1, l_layout)
+    # ones is the [8, BLOCK_N] tile, or an mbarrier buffer ([2 or 3, 1]) when not summing so
+    # (a constexpr in a partition's args arrives as an i1 value, which cannot choose types)
+    ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
     m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    l_acc = gl.zeros([BLOCK_M, 8], gl.float32, layout=l_layout)
     if n_own > 0:
         slot0 = kv % STAGES
         mbarrier.wait(k_ready.index(slot0), (kv // STAGES) & 1)
@@ -194,7 +211,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout, ONE_PATH)
+                                             shift, qk_scale, BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
         p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -209,17 +226,24 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                                 is_async=True)
+            if ROWSUM_MMA:
+                l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, row_l), 1)
+                l_acc = warpgroup_mma(gl.convert_layout(p_op, pl_layout), ones.permute((1, 0)),
+                                      l_acc, is_async=True)
             mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG)  # the next one's turn
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))
+            s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
             mbarrier.arrive(k_empty.index(nslot))
             if RELEASE_Q:
                 mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout, ONE_PATH)
+                                                 BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
             if not LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-            acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+            if ROWSUM_MMA:
+                acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
+            else:
+                acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
             mbarrier.arrive(v_empty.index(slot))
             if LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
@@ -229,7 +253,15 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                             is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if ROWSUM_MMA:
+            l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, row_l), 1)
+            l_acc = warpgroup_mma(gl.convert_layout(p_op, pl_layout), ones.permute((1, 0)), l_acc,
+                                  is_async=True)
+            acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
+            # the 8 columns hold the same sums: any one is the row's l
+            l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index(slot))
     # tiles past this consumer's own: release each slot once it is filled (an arrival before
     # the fill could count towards the slot's previous use); tile i stands for step i - 1,
@@ -262,7 +294,7 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om, seqlen_q,
-     seqlen_k, m0, n_tiles, shift, qk_scale) = args
+     seqlen_k, m0, n_tiles, shift, qk_scale, ones) = args
     # the sizes, read off the buffers' shapes (a constexpr can also travel in the args tuple:
     # _pers_consumer's ONE_PATH)
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
@@ -293,7 +325,8 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  qb, zero_s, 0, 0, n_tiles, n_own, n_full, offs_m, seqlen_k, shift,
-                                 qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2, False)
+                                 qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2, False,
+                                 ones)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -319,6 +352,19 @@ def _ws_consumer1(ring, args):
 @gluon.jit
 def _ws_consumer2(ring, args):
     _ws_consumer(ring, args, 2)
+
+
+@gluon.jit
+def _ones_tile(dtype: gl.constexpr, BLOCK_N: gl.constexpr):
+    """An [8, BLOCK_N] tile of ones in shared memory, the B operand (K-major) of the consumers'
+    row-sum products (``_attend_tile``'s ``ROWSUM_MMA``); written by the default partition's
+    4 warps before the partitions start."""
+    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([8, BLOCK_N], dtype)
+    fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+    ones = gl.allocate_shared_memory(dtype, [8, BLOCK_N], layout,
+                                     gl.full([8, BLOCK_N], 1.0, dtype, layout=fill))
+    fence_async_shared()
+    return ones
 
 
 @gluon.jit
@@ -353,7 +399,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
-                 PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr):
+                 PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, ROWSUM_MMA: gl.constexpr):
     """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
     producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
     CONSUMER_WARPS warps (the consumers) own BLOCK_M rows each and share every K/V tile (see the
@@ -389,11 +435,15 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
+    if ROWSUM_MMA:
+        ones = _ones_tile(dtype, BLOCK_N)
+    else:
+        ones = q_bar  # not read
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     loads = (ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles)
     work = (ring, (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om,
-                   seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale))
+                   seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones))
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
     if CONSUMERS == 3:
         gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work),
@@ -517,7 +567,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
-     stride_lh, ONE_PATH) = args
+     stride_lh, ONE_PATH, ones) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -554,7 +604,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, qe, zero_s, kv, turns, n_tiles, n_own, n_full, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, RELEASE_Q,
-                                     CONSUMERS > 2, ONE_PATH)
+                                     CONSUMERS > 2, ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
@@ -596,7 +646,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          qk_scale, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
-                         CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr):
+                         CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr,
+                         ROWSUM_MMA: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``order``: causal, longest first, in a snake); partitions as
@@ -623,6 +674,10 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
+    if ROWSUM_MMA:
+        ones = _ones_tile(dtype, BLOCK_N)
+    else:
+        ones = q_bar  # not read
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     queue = (q_smem, q_bar, q_empty)
@@ -630,7 +685,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
-                                    stride_om, stride_oh, stride_lb, stride_lh, ONE_PATH))
+                                    stride_om, stride_oh, stride_lb, stride_lh, ONE_PATH, ones))
     if CONSUMERS == 3:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
                             (_pers_consumer1, work), (_pers_consumer2, work)],
@@ -675,7 +730,7 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
-                   tile_order: str | None = None, plan_key=None):
+                   tile_order: str | None = None, plan_key=None, rowsum_mma: bool | None = None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings (head dim 256: two
@@ -711,6 +766,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                *lse.stride()[:2])
     meta = dict(HEAD_DIM=d, BLOCK_M=rows, BLOCK_N=block_n, STAGES=num_stages,
                 CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, CONSUMERS=consumers,
+                ROWSUM_MMA=(d <= 128) if rowsum_mma is None else rowsum_mma,
                 num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
