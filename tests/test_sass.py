@@ -236,6 +236,36 @@ def test_persistent_forward_softmax_paths_per_call():
                                                                            ws_mufu)
 
 
+_ROWSUM_CHILD = """
+import json, torch
+from flashtriton.analysis.sass import capture_launches, compile_launch
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d, rowsum in [(64, None), (64, False), (128, None)]:
+    q = torch.empty(1, 1024, 2, d, dtype=torch.bfloat16)
+    (launch,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), 128, 128, 4, 2,
+                                                        d == 128, True, rowsum_mma=rowsum))
+    consts = {launch["fn"].arg_names[p[0]]: v for p, v in launch["constants"].items()}
+    r = compile_launch(launch) if d == 64 else None
+    out.append([consts["ROWSUM_MMA"], r and [r["spill_bytes"], r["wgmma_serialized"],
+                                             r["instructions"]["HGMMA"]]])
+print(json.dumps(out))
+"""
+
+
+def test_forward_row_sums_on_the_tensor_cores():
+    """``rowsum_mma`` by default at d64 only (``ROWSUM_MMA_HEAD_DIMS``). At d64 the persistent
+    kernel then issues ``P · ones`` after each ``P V``: 8 more warpgroup MMA instructions (one
+    per 16 keys of a 128-key tile) at each of the two places P V is issued (in the loop and
+    after it), in each of the two consumers, without spills or serialized MMAs."""
+    (on, (spills, serialized, hgmma_on)), (off, (_, _, hgmma_off)), (d128, _) = compile_child(
+        _ROWSUM_CHILD)
+    assert (on, off, d128) == (True, False, False)
+    assert spills == 0 and not serialized
+    assert hgmma_on - hgmma_off == 2 * 2 * 128 // 16, (hgmma_on, hgmma_off)
+
+
 def test_pinned_triton_has_the_tma_reduction():
     """The Gluon backward adds dQ by TMA reductions; without the builder call the public
     backward would fall back to the tl kernels on sm_90 (gluon_bwd_eligible)."""

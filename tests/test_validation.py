@@ -100,7 +100,7 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 does not
-    run on three consumers; the backward defers dQ only when it is split
+    run on three consumers nor sum P on the tensor cores; the backward defers dQ only when it is split
     (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only if
     it is float32, contiguous and shaped like q; the head-dim-256 dK/dV and dQ kernels take
     head dim 256, one warpgroup per consumer, 64-key tiles and 64-query blocks. Refused before
@@ -117,6 +117,9 @@ def test_gluon_launchers_reject_unknown_options():
     for blocks in ((192, 64, 4, 2, False, True), (192, 64, 4, 2, False, False)):
         with pytest.raises(ValueError, match="head dim 256 runs two consumers"):
             attn_fwd_gluon(q256, q256, q256, make_params(256), *blocks)
+    with pytest.raises(ValueError, match="rowsum_mma at head dim 256"):
+        attn_fwd_gluon(q256, q256, q256, make_params(256), 128, 64, 4, 2, True, True,
+                       rowsum_mma=True)
     with pytest.raises(ValueError, match="defer_dq needs split_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
     with pytest.raises(ValueError, match="dq_on_empty needs defer_dq"):

@@ -129,8 +129,8 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
     STAGES-slot rings. A slot is refilled once every consumer has arrived on its ``empty``
     barrier (their product that read it is done)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
-    # the sizes, read off the buffers' shapes (a constexpr can also travel in the args tuple:
-    # _pers_consumer's ONE_PATH)
+    # the sizes, read off the buffers' shapes (a constexpr in the args tuple arrives as an i1
+    # value: a branch on it is folded away, but it cannot size or type anything)
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
@@ -172,10 +172,11 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
     passed on, so that every consumer keeps the same step count on the shared barriers.
-    ``ROWSUM_MMA``: P's row sums come from the tensor cores, ``P[j] · ones`` (``ones``: a [8,
-    BLOCK_N] tile of ones in shared memory) issued after each ``P[j] V[j]`` into an [BLOCK_M, 8]
-    accumulator rescaled like O, instead of a thread's adds and shuffles in the softmax (the sum
-    is then of P as rounded to 16 bits, the values the P·V product weighs V by).
+    ``ones``: an [8, BLOCK_N] tile of ones (``_ones_tile``), then P's row sums come from the
+    tensor cores (``ROWSUM_MMA``): ``P[j] · ones`` issued after each ``P[j] V[j]`` into a
+    [BLOCK_M, 8] accumulator rescaled like O, instead of a thread's adds and shuffles in the
+    softmax (about 100 instructions a softmax copy at d64). The sums are then of P as rounded
+    to 16 bits, the weights P·V gives V. Any other buffer (an mbarrier's): sums in float32.
     Returns (acc, m_i, l_i), O unnormalized."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
@@ -194,8 +195,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                        instr_shape=[16, 8, 16])
     pl_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=l_layout, k_width=2)
     row_l: gl.constexpr = gl.SliceLayout(1, l_layout)
-    # ones is the [8, BLOCK_N] tile, or an mbarrier buffer ([2 or 3, 1]) when not summing so
-    # (a constexpr in a partition's args arrives as an i1 value, which cannot choose types)
+    # the choice is read off the buffer's shape (the mbarrier buffer passed instead is [2 or 3,
+    # 1]): a constexpr in a partition's args arrives as an i1 value, which cannot choose types
     ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
     m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
@@ -295,8 +296,8 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om, seqlen_q,
      seqlen_k, m0, n_tiles, shift, qk_scale, ones) = args
-    # the sizes, read off the buffers' shapes (a constexpr can also travel in the args tuple:
-    # _pers_consumer's ONE_PATH)
+    # the sizes, read off the buffers' shapes (a constexpr in the args tuple arrives as an i1
+    # value: a branch on it is folded away, but it cannot size or type anything)
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -561,8 +562,8 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     as the tile's last S product has completed (the producer loads the next Q under this tile's
     last P V and epilogue); O leaves through its own buffer by TMA. At head dim 256 there is no
     room for O buffers: O leaves through Q's, which is released once that store has read it
-    (the next tile's K/V loads still run under the epilogue). ``ONE_PATH`` (a constexpr in
-    ``args``): ``_masked_softmax``'s, chosen per call by the launcher (``one_softmax_path``)."""
+    (the next tile's K/V loads still run under the epilogue). ``ONE_PATH`` (the kernel's
+    constexpr, in ``args``): ``_masked_softmax``'s, chosen per call by the launcher (``one_softmax_path``)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
@@ -728,6 +729,13 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
     return consumers == 3 or (causal and seqlen_k < ONE_PATH_CAUSAL_BELOW)
 
 
+# Head dims whose forward sums P on the tensor cores by default (session 23's A/B, 29ce7d3
+# against d6c2cca, docs/perf-log.md: d64 +1.0 to +2.2% from 1024 keys, level at 1024 causal; d128
+# -2.0 to -3.6%). The row sums are then of P rounded to the input dtype, as P·V weighs V: O is
+# as accurate, the lse off by at most log(1 + u) (u = 2^-8 in bfloat16, 2^-11 in float16).
+ROWSUM_MMA_HEAD_DIMS = (64,)
+
+
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
                    tile_order: str | None = None, plan_key=None, rowsum_mma: bool | None = None):
@@ -740,6 +748,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
     ``causal_fwd_order`` models as balanced. ``plan_key``: store this call's launch as a plan
     under that key (``common.plan_key``; the caller checks that the call is plain enough).
+    ``rowsum_mma``: the softmax's row sums by the tensor cores (``_attend_tile``), by default at
+    the head dims in ``ROWSUM_MMA_HEAD_DIMS``; not at 256.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -751,6 +761,11 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     if d == 256 and consumers == 3:
         raise ValueError("attn_fwd_gluon: head dim 256 runs two consumers (a third Q buffer "
                          "does not fit in shared memory)")
+    if rowsum_mma is None:
+        rowsum_mma = d in ROWSUM_MMA_HEAD_DIMS
+    elif rowsum_mma and d == 256:
+        raise ValueError("attn_fwd_gluon: rowsum_mma at head dim 256 is not built (its "
+                         "persistent kernel spills already; never tested)")
     if tile_order not in (None, "head", "row"):
         raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row' or None")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
@@ -766,7 +781,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                *lse.stride()[:2])
     meta = dict(HEAD_DIM=d, BLOCK_M=rows, BLOCK_N=block_n, STAGES=num_stages,
                 CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, CONSUMERS=consumers,
-                ROWSUM_MMA=(d <= 128) if rowsum_mma is None else rowsum_mma,
+                ROWSUM_MMA=rowsum_mma,
                 num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
