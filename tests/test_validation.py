@@ -99,10 +99,10 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 
 def test_gluon_launchers_reject_unknown_options():
-    """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 does not
-    run on three consumers nor sum P on the tensor cores; the backward defers dQ only when it is split
-    (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only if
-    it is float32, contiguous and shaped like q; the head-dim-256 dK/dV and dQ kernels take
+    """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 does not run
+    on three consumers nor sum P on the tensor cores; the backward defers dQ only when it is
+    split (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only
+    if it is float32, contiguous and shaped like q; the head-dim-256 dK/dV and dQ kernels take
     head dim 256, one warpgroup per consumer, 64-key tiles and 64-query blocks. Refused before
     the device is touched."""
     from flashtriton.configs import make_params

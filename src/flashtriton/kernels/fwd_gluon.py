@@ -108,7 +108,8 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
     session 9). In the one-path form the softmax and the loop's wait for ``P[j] V[j]`` share a
     basic block, and ptxas's scheduler moves that wait up into the softmax, so the softmax of
     S[j+1] does not run under the product; the branches' join keeps the wait after it. The
-    persistent kernel's choice is made per call (``one_softmax_path``, session 22)."""
+    persistent kernel's choice is made per call (``one_softmax_path``, session 22). ``NO_SUM``:
+    ``_softmax_block``'s."""
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
@@ -212,7 +213,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
+                                             shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
+                                             ROWSUM_MMA)
         p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
@@ -563,7 +565,8 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     last P V and epilogue); O leaves through its own buffer by TMA. At head dim 256 there is no
     room for O buffers: O leaves through Q's, which is released once that store has read it
     (the next tile's K/V loads still run under the epilogue). ``ONE_PATH`` (the kernel's
-    constexpr, in ``args``): ``_masked_softmax``'s, chosen per call by the launcher (``one_softmax_path``)."""
+    constexpr, in ``args``): ``_masked_softmax``'s, chosen per call by the launcher
+    (``one_softmax_path``); ``ones``: ``_attend_tile``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
