@@ -25,7 +25,9 @@
 # (d256, the tl configs that spill least, atomic dQ or two kernels), fwd-gluon-d256 (the
 # Gluon forward at d256, 64- or 32-key tiles, with and without ping-pong, against the shipped
 # tl config), bwd-after-fence (d64 and d128 backward at 4k and 16k: deferred dQ on its own
-# barriers or on `empty`, persistent or not; d64 with two or three ring slots).
+# barriers or on `empty`, persistent or not; d64 with two or three ring slots), fwd-c3-pp (the
+# d64 persistent forward on three consumers, with and without ping-pong among them, 4k and 16k,
+# causal or not).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -145,6 +147,10 @@ for name in $SWEEPS; do
     # session 21: the d64/d128 backward's ring slots and dq_on_empty again, after 7de1754 moved
     # the deferred path's dS fence (the launches as shipped: persistent below 8192 keys)
     # (d128 has no room for a third slot)
+    # session 23: three consumers' softmaxes may line up instead of running under each other's
+    # products (docs/perf-log.md, session 23, step 4); ping-pong orders their issue
+    fwd-c3-pp) sweep fwd-c3-pp 120 --pass fwd --headdims 64 --seqlens 4096,16384 --causal 0,1 \
+        --fwd-space "'192:128;4;2;gluonpers,gluonpppers'" ;;
     bwd-after-fence) sweep bwd-after-fence-d64 150 --pass bwd --headdims 64 \
         --seqlens 4096,16384 --causal 0,1 --bwd-space \
         "'64:128;4;2,3;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer,gluonsplitdeferempty'"
