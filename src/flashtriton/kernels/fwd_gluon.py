@@ -26,102 +26,16 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
-                                                              warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.schedule import HEAD_MAJOR, ROW_MAJOR, causal_fwd_order
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
+# one consumer's online softmax over a tile of work, in its own file
+from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile
 
 _empty = torch.empty
-
-
-@gluon.jit
-def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
-                 s_layout: gl.constexpr):
-    """Raw scores with the keys past the sequence or right of a row's diagonal (``key <= row +
-    shift``) set to -inf, before ``_softmax_block``."""
-    # one comparison per score: a row keeps the tile's columns up to its last visible key,
-    # min(row + shift, seqlen_k - 1), counted from the tile's first key
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    last = gl.minimum(offs_m + shift, seqlen_k - 1) - start_n
-    keep = gl.expand_dims(cols, 0) <= gl.expand_dims(last, 1)
-    return gl.where(keep, s, float("-inf"))
-
-
-@gluon.jit
-def _row_max(s):
-    """The row max of a tile of scores in an MMA accumulator layout (a thread holds a row's columns
-    in pairs, eight columns apart). ``gl.max(s, 1)`` folds a thread's values of a row (32 at
-    d64) in one chain of dependent max instructions, which the exp2s wait for; here the first
-    reduction runs over the 16-column groups, four chains per row a quarter as long, then the
-    rest. As many instructions; the layouts only relabel registers (``assert_trivial``)."""
-    BLOCK_M: gl.constexpr = s.type.shape[0]
-    BLOCK_N: gl.constexpr = s.type.shape[1]
-    part = gl.max(gl.reshape(s, [BLOCK_M, BLOCK_N // 16, 16]), 1)
-    return gl.convert_layout(gl.max(part, 1), gl.SliceLayout(1, s.type.layout), assert_trivial=True)
-
-
-@gluon.jit
-def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False):
-    """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
-    positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
-    at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
-    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0.
-    ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``)."""
-    m_new = gl.maximum(m_i, _row_max(s) * qk_scale)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
-    alpha = gl.exp2(m_i - m_new)
-    if NO_SUM:
-        l_new = l_i
-    else:
-        l_new = l_i * alpha + gl.sum(p, 1)
-    return p, alpha, m_new, l_new
-
-
-@gluon.jit
-def _to_16bit(p, dtype: gl.constexpr, PACKED: gl.constexpr):
-    """``p.to(dtype)`` for the P·V product's register operand, two values per instruction into
-    one 32-bit register in operand order. (``p.to`` is lowered to one conversion per value,
-    and ptxas then packs each pair with its halves swapped and swaps them back with a ``PRMT``
-    before the product: 32 instructions per consumer and step at d64.) ``PACKED`` false: ``p.to``
-    (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68)."""
-    if not PACKED:
-        return p.to(dtype)
-    elif dtype == gl.bfloat16:
-        return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
-                                         dtype=dtype.value, is_pure=True, pack=2)
-    else:
-        return gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p],
-                                         dtype=dtype.value, is_pure=True, pack=2)
-
-
-@gluon.jit
-def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
-                    BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr,
-                    NO_SUM: gl.constexpr):
-    """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
-    runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
-    after an optional mask (less code); otherwise the softmax is written out in both branches
-    (the one-program-per-tile kernel always, 5% faster so at d128, 16k keys: docs/perf-log.md,
-    session 9). In the one-path form the softmax and the loop's wait for ``P[j] V[j]`` share a
-    basic block, and ptxas's scheduler moves that wait up into the softmax, so the softmax of
-    S[j+1] does not run under the product; the branches' join keeps the wait after it. The
-    persistent kernel's choice is made per call (``one_softmax_path``, session 22). ``NO_SUM``:
-    ``_softmax_block``'s."""
-    if ONE_PATH:
-        if masked:
-            s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
-        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM)
-    else:
-        if masked:
-            p, alpha, m_new, l_new = _softmax_block(
-                _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
-                qk_scale, NO_SUM)
-        else:
-            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM)
-    return p, alpha, m_new, l_new
 
 
 @gluon.jit
@@ -154,141 +68,6 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
         mbarrier.expect(v_ready.index(slot), kv_bytes)
         tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_ready.index(slot),
                                         v_smem.index(slot))
-
-
-@gluon.jit
-def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
-                 turns, n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
-                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
-                 ONE_PATH: gl.constexpr, ones):
-    """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
-    work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
-    step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
-    of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
-    also take turns to issue, so that one's softmax runs under the other's products). Ring
-    positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
-    them across tiles); ``RELEASE_Q`` (the persistent kernel): arrive on ``qe`` once the last S
-    product has completed. ``ONE_PATH``: ``_masked_softmax``'s.
-    ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
-    ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
-    The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
-    passed on, so that every consumer keeps the same step count on the shared barriers.
-    ``ones``: an [8, BLOCK_N] tile of ones (``_ones_tile``), then P's row sums come from the
-    tensor cores (``ROWSUM_MMA``): ``P[j] · ones`` issued after each ``P[j] V[j]`` into a
-    [BLOCK_M, 8] accumulator rescaled like O, instead of a thread's adds and shuffles in the
-    softmax (about 100 instructions a softmax copy at d64). The sums are then of P as rounded
-    to 16 bits, the weights P·V gives V. Any other buffer (an mbarrier's): sums in float32.
-    Returns (acc, m_i, l_i), O unnormalized."""
-    BLOCK_M: gl.constexpr = q_s.type.shape[0]
-    HEAD_DIM: gl.constexpr = q_s.type.shape[1]
-    STAGES: gl.constexpr = k_smem.type.shape[0]
-    CONSUMERS: gl.constexpr = turn.type.shape[0]  # 1 without ping-pong
-    PINGPONG: gl.constexpr = CONSUMERS > 1
-    dtype: gl.constexpr = q_s.dtype
-    s_layout: gl.constexpr = zero_s.type.layout
-    WARPS: gl.constexpr = gl.num_warps()
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, 8, 16])
-    pl_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=l_layout, k_width=2)
-    row_l: gl.constexpr = gl.SliceLayout(1, l_layout)
-    # the choice is read off the buffer's shape (the mbarrier buffer passed instead is [2 or 3,
-    # 1]): a constexpr in a partition's args arrives as an i1 value, which cannot choose types
-    ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
-    m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-    l_acc = gl.zeros([BLOCK_M, 8], gl.float32, layout=l_layout)
-    if n_own > 0:
-        slot0 = kv % STAGES
-        mbarrier.wait(k_ready.index(slot0), (kv // STAGES) & 1)
-        s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
-                          zero_s, use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        mbarrier.arrive(k_empty.index(slot0))
-        if RELEASE_Q:
-            mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
-        p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
-                                             shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
-                                             ROWSUM_MMA)
-        p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-        for j in range(0, n_own - 1):
-            slot = (kv + j) % STAGES
-            nslot = (kv + j + 1) % STAGES
-            mbarrier.wait(turn.index(WG), (turns + j) & 1, pred=PINGPONG)
-            mbarrier.wait(k_ready.index(nslot), ((kv + j + 1) // STAGES) & 1)
-            s_next = warpgroup_mma(
-                q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
-                zero_s, use_acc=False, is_async=True)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p16, p_layout)
-            mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                                is_async=True)
-            if ROWSUM_MMA:
-                l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, row_l), 1)
-                l_acc = warpgroup_mma(gl.convert_layout(p_op, pl_layout), ones.permute((1, 0)),
-                                      l_acc, is_async=True)
-            mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG)  # the next one's turn
-            s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
-            mbarrier.arrive(k_empty.index(nslot))
-            if RELEASE_Q:
-                mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
-            p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
-                                                 (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
-            if not LATE_CVT:
-                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-            if ROWSUM_MMA:
-                acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
-            else:
-                acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-            mbarrier.arrive(v_empty.index(slot))
-            if LATE_CVT:
-                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-        slot = (kv + n_own - 1) % STAGES
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        p_op = gl.convert_layout(p16, p_layout)
-        mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
-        if ROWSUM_MMA:
-            l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, row_l), 1)
-            l_acc = warpgroup_mma(gl.convert_layout(p_op, pl_layout), ones.permute((1, 0)), l_acc,
-                                  is_async=True)
-            acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
-            # the 8 columns hold the same sums: any one is the row's l
-            l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
-        else:
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(slot))
-    # tiles past this consumer's own: release each slot once it is filled (an arrival before
-    # the fill could count towards the slot's previous use); tile i stands for step i - 1,
-    # whose turn is taken and passed on around it, as a computed step would
-    for i in range(n_own, n_tiles):
-        slot = (kv + i) % STAGES
-        mbarrier.wait(turn.index(WG), (turns + i - 1) & 1, pred=PINGPONG and i > 0)
-        mbarrier.wait(k_ready.index(slot), ((kv + i) // STAGES) & 1)
-        mbarrier.arrive(k_empty.index(slot))
-        mbarrier.wait(v_ready.index(slot), ((kv + i) // STAGES) & 1)
-        mbarrier.arrive(v_empty.index(slot))
-        mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG and i > 0)
-    return acc, m_i, l_i
-
-
-@gluon.jit
-def _normalize(acc, m_i, l_i):
-    """O = acc / l and lse (natural log) for a consumer's rows; a row that saw no key gets O = 0
-    and lse = -inf."""
-    seen = l_i > 0.0
-    l_safe = gl.where(seen, l_i, 1.0)
-    lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    out = acc / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, acc.type.layout)), 1)
-    return out, lse
 
 
 @gluon.jit
@@ -355,19 +134,6 @@ def _ws_consumer1(ring, args):
 @gluon.jit
 def _ws_consumer2(ring, args):
     _ws_consumer(ring, args, 2)
-
-
-@gluon.jit
-def _ones_tile(dtype: gl.constexpr, BLOCK_N: gl.constexpr):
-    """An [8, BLOCK_N] tile of ones in shared memory, the B operand (K-major) of the consumers'
-    row-sum products (``_attend_tile``'s ``ROWSUM_MMA``); written by the default partition's
-    4 warps before the partitions start."""
-    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([8, BLOCK_N], dtype)
-    fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
-    ones = gl.allocate_shared_memory(dtype, [8, BLOCK_N], layout,
-                                     gl.full([8, BLOCK_N], 1.0, dtype, layout=fill))
-    fence_async_shared()
-    return ones
 
 
 @gluon.jit
@@ -438,10 +204,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
-    if ROWSUM_MMA:
-        ones = _ones_tile(dtype, BLOCK_N)
-    else:
-        ones = q_bar  # not read
+    ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     loads = (ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles)
@@ -565,7 +328,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     last P V and epilogue); O leaves through its own buffer by TMA. At head dim 256 there is no
     room for O buffers: O leaves through Q's, which is released once that store has read it
     (the next tile's K/V loads still run under the epilogue). ``ONE_PATH`` (the kernel's
-    constexpr, in ``args``): ``_masked_softmax``'s, chosen per call by the launcher
+    constexpr, in ``args``): ``fwd_gluon_tile._masked_softmax``'s, chosen per call by the launcher
     (``one_softmax_path``); ``ones``: ``_attend_tile``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
@@ -678,10 +441,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
-    if ROWSUM_MMA:
-        ones = _ones_tile(dtype, BLOCK_N)
-    else:
-        ones = q_bar  # not read
+    ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     queue = (q_smem, q_bar, q_empty)
@@ -719,7 +479,8 @@ ONE_PATH_CAUSAL_BELOW = 2048
 def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int) -> bool:
     """Whether the persistent forward's consumers mask and then run one softmax (``ONE_PATH``,
     less code) or write the softmax out in both mask branches. In the one-path form ptxas's
-    scheduler moves the wait for the step's P·V product up into the softmax (``_masked_softmax``).
+    scheduler moves the wait for the step's P·V product up into the softmax
+    (``fwd_gluon_tile._masked_softmax``).
     Session 22's A/Bs (docs/perf-log.md; TFLOP/s change with both branches): two consumers
     +1.5-2.4% at 4096 keys (d128 with and without a mask, d64 causal) and -0.1 to +1.7% at 1024
     without a mask, but -3.8 to -5.4% at 1024 causal; three consumers (d64 from 4096 keys)
