@@ -27,7 +27,7 @@
 # tl config), bwd-after-fence (d64 and d128 backward at 4k and 16k: deferred dQ on its own
 # barriers or on `empty`, persistent or not; d64 with two or three ring slots), fwd-c3-pp (the
 # d64 persistent forward on three consumers, with and without ping-pong among them, 4k and 16k,
-# causal or not).
+# causal or not), fwd-pp-d64 (ping-pong on two and three consumers at d64, 1k to 8k keys).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -151,6 +151,10 @@ for name in $SWEEPS; do
     # products (docs/perf-log.md, session 23, step 4); ping-pong orders their issue
     fwd-c3-pp) sweep fwd-c3-pp 120 --pass fwd --headdims 64 --seqlens 4096,16384 --causal 0,1 \
         --fwd-space "'192:128;4;2;gluonpers,gluonpppers'" ;;
+    # session 24: ping-pong on two and three consumers at d64 below 16k keys (three with it
+    # gained 3-5% at 16k in fwd-c3-pp), and three against two at 8k causal
+    fwd-pp-d64) sweep fwd-pp-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,8192 \
+        --causal 0,1 --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
     bwd-after-fence) sweep bwd-after-fence-d64 150 --pass bwd --headdims 64 \
         --seqlens 4096,16384 --causal 0,1 --bwd-space \
         "'64:128;4;2,3;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer,gluonsplitdeferempty'"
