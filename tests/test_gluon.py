@@ -250,15 +250,16 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     assert len(calls) == 5
     q64, k64, v64 = (randn(1, 4096, 2, 64, dtype=BF16) for _ in range(3))
     out64 = flash_attn_func(q64, k64, v64)  # d64 from 4096 keys: three consumers, persistent
-    assert len(calls) == 6 and calls[-1] == (192, 128, 4, 2, False, True, None)
+    assert len(calls) == 6 and calls[-1] == (192, 128, 4, 2, True, True, None)
     ref64, _ = attention_ref(q64, k64, v64, upcast=True)
     low64, _ = attention_ref(q64, k64, v64, upcast=False)
     assert_close(out64, ref64, low64, name="out (d64)")
-    # d64 causal: two consumers, persistent at every length, below 16384 keys; three from there
-    for seqlen, block_m in ((8192, 128), (16384, 192)):
+    # d64 causal: two consumers, persistent at every length, below 8192 keys; three from there,
+    # with ping-pong among them
+    for seqlen, block_m in ((4096, 128), (8192, 192)):
         qc, kc, vc = (randn(1, seqlen, 1, 64, dtype=BF16) for _ in range(3))
         out_c = flash_attn_func(qc, kc, vc, causal=True)
-        assert calls[-1] == (block_m, 128, 4, 2, False, True, None), seqlen
+        assert calls[-1] == (block_m, 128, 4, 2, block_m == 192, True, None), seqlen
         ref_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=True)
         low_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=False)
         assert_close(out_c, ref_c, low_c, name=f"out (d64 causal {seqlen})")

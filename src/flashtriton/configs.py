@@ -177,9 +177,18 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUO
 # (two consumers one-program-per-tile / persistent, three one-program-per-tile / persistent
 # head-major / row-major, cuDNN): 16k 427.8 / 441.9, 430.3 / 386.4 / 467.1, 447.5; 4k 334.4 /
 # 403.5, 282.0 / 391.1 / 366.4, 417.0; 8k (…-s8-tune-fwd-c3-8k.json) 393.1 / 424.3, — / 391.2
-# / 410.6, 423.9. So causal takes three from 16384 keys, and two stay persistent up to there.
-THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 16384}  # by causal
-_FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, persistent=True)
+# / 410.6, 423.9. So causal took three from 16384 keys, and two stayed persistent up to there.
+# Session 24, ping-pong among the three (2026-11-30-s24-tune-fwd-c3-pp.txt, -fwd-pp-d64.json;
+# one timing each, three without / with ping-pong / two consumers / cuDNN): 4k 441.6 / 468.0 /
+# 425.9 / 424.2; 8k 478.3 / 499.1 / 435.4 / 436.2, causal 418.1 / 437.7 / 415.1 / 406.1; 16k
+# 485.0 / 499.3, causal 441.8 / 462.8. So three take ping-pong, and causal three from 8k. The
+# A/B of that (2026-11-30-s24-ab-fwd-d64-pp-inproc-*.json, 12 paired rounds each, against
+# three without ping-pong, and two consumers at 8k causal): 4k +4.2%, 8k +4.1%, 16k +4.0%,
+# causal 8k +2.3%, 16k +3.1%. Ping-pong on two causal consumers, in the same A/B: 1k +1.8%
+# (paired rounds -8.0..+14.6%), 4k -1.3%: not taken.
+THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 8192}  # by causal
+_FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
+                                                persistent=True)
                     for causal in (False, True)}
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.
