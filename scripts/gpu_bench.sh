@@ -4,7 +4,9 @@
 #   scripts/gpu_bench.sh [WHAT] [extra `flashtriton bench` options...]
 #
 # WHAT (default quick):
-#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both), ~3 min
+#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both):
+#                ~6.5 min with all six providers (session 24), ~3 min with
+#                `--providers flashtriton,sdpa_cudnn,sdpa_flash` (session 9)
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
 #   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout, float8 against their
