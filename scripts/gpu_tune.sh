@@ -27,8 +27,9 @@
 # tl config), bwd-after-fence (d64 and d128 backward at 4k and 16k: deferred dQ on its own
 # barriers or on `empty`, persistent or not; d64 with two or three ring slots), fwd-c3-pp (the
 # d64 persistent forward on three consumers, with and without ping-pong among them, 4k and 16k,
-# causal or not), fwd-pp-d64 (ping-pong on two and three consumers at d64, 1k to 8k keys), fwd-c3-more
-# (three consumers with ping-pong: 2 or 3 ring slots, 128- or 64-key tiles; and in float16).
+# causal or not), fwd-pp-d64 (ping-pong on two and three consumers at d64, 1k to 8k keys),
+# fwd-c3-more (three consumers with ping-pong: 2 or 3 ring slots, 128- or 64-key tiles; and in
+# float16).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -155,7 +156,8 @@ for name in $SWEEPS; do
     # session 24: ping-pong on two and three consumers at d64 below 16k keys (three with it
     # gained 3-5% at 16k in fwd-c3-pp), and three against two at 8k causal
     fwd-pp-d64) sweep fwd-pp-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,8192 \
-        --causal 0,1 --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
+        --causal 0,1 \
+        --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
     # session 24, after three consumers took ping-pong: their ring depth and key-tile width, and
     # the shipped config in float16
     fwd-c3-more) sweep fwd-c3-more 120 --pass fwd --headdims 64 --seqlens 4096,16384 \

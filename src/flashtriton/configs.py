@@ -182,7 +182,7 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUO
 # one timing each, three without / with ping-pong / two consumers / cuDNN): 4k 441.6 / 468.0 /
 # 425.9 / 424.2; 8k 478.3 / 499.1 / 435.4 / 436.2, causal 418.1 / 437.7 / 415.1 / 406.1; 16k
 # 485.0 / 499.3, causal 441.8 / 462.8. So three take ping-pong, and causal three from 8k. The
-# A/B of that (2026-11-30-s24-ab-fwd-d64-pp-inproc-*.json, 12 paired rounds each, against
+# A/B of that (2026-11-30-s24-ab-fwd-d64-pp-inproc-*.json, 12 paired rounds a row, against
 # three without ping-pong, and two consumers at 8k causal): 4k +4.2%, 8k +4.1%, 16k +4.0%,
 # causal 8k +2.3%, 16k +3.1%. Ping-pong on two causal consumers, in the same A/B: 1k +1.8%
 # (paired rounds -8.0..+14.6%), 4k -1.3%: not taken.
