@@ -7,7 +7,9 @@ The GPU figures themselves come from scripts/gpu_bench.sh on the H200; nothing h
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import re
 import subprocess
 import sys
 
@@ -374,6 +376,31 @@ def test_summary_table_shows_the_cudnn_ratio(capsys):
     console = report.PlainConsole()
     console.table(title, headers, rows[:2])
     assert "ours/cuDNN" in capsys.readouterr().out
+
+
+def test_progress_lines_and_the_summary_say_how_long_the_run_took(capsys):
+    """Each progress line carries the seconds since the run began (the gaps show where a long
+    run's time goes), and the last line the whole run's time."""
+    assert harness.run_cli(parse(*TINY, "--providers", "naive", "--causal", "no",
+                                 "--passes", "fwd", "bwd")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    stamped = [re.match(r"\[(\d+)/2, (\d+\.\d) s\] naive ", line) for line in lines]
+    stamped = [m for m in stamped if m]
+    assert [m.group(1) for m in stamped] == ["1", "2"]
+    assert float(stamped[0].group(2)) <= float(stamped[1].group(2))
+    assert re.fullmatch(r"rows: 2 ok, 0 skipped, 0 wrong, 0 error; \d+ s in all", lines[-1]), lines[-1]
+
+
+def test_rich_progress_lines_carry_the_elapsed_time():
+    pytest.importorskip("rich")
+    buf = io.StringIO()
+    console = report.make_console(file=buf)
+    with console.progress(2) as advance:
+        advance(1, "first")
+        advance(1, "second")
+    printed = [line for line in buf.getvalue().splitlines() if "first" in line or "second" in line]
+    assert len(printed) == 2
+    assert all(re.match(r"\s*\d+\.\d s  (first|second)$", line) for line in printed), printed
 
 
 def test_degrades_without_rich_and_matplotlib(monkeypatch, tmp_path, capsys):

@@ -607,13 +607,16 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         if args.out:
             write_results(args.out, meta, rows)
 
+    start = time.perf_counter()
     with console.progress(total) as advance:
         results = run_benchmark(spec, providers, timing, progress=advance, checkpoint=checkpoint)
+    elapsed = time.perf_counter() - start
     timer = timer_description(device, timing.rounds)
     for title, headers, rows in summary_tables(results, list(registry), timer=timer):
         console.table(title, headers, rows)
     counts = {s: sum(row_status(r) == s for r in results) for s in ("ok", "skipped", "wrong", "error")}
-    console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+                  + f"; {elapsed:.0f} s in all")
     data = {"meta": meta, "results": results}
     if args.out:
         console.print(f"results: {write_results(args.out, meta, results)}")

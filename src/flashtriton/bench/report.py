@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from typing import Callable, Iterator
 
 from flashtriton.bench.results import row_status
@@ -15,8 +16,15 @@ from flashtriton.bench.results import row_status
 SHORT_STATUS = {"skipped": "skip", "wrong": "WRONG", "error": "error"}
 
 
+def stamp(start: float) -> str:
+    """Seconds since ``start`` (``time.perf_counter``), as a progress line's prefix: the gaps
+    between lines show where a long run's time goes (setup, compiles, checks, timing)."""
+    return f"{time.perf_counter() - start:6.1f} s"
+
+
 class PlainConsole:
-    """Plain-text output: every line is printed, progress as ``[i/total]`` prefixes."""
+    """Plain-text output: every line is printed, progress as ``[i/total, elapsed]``
+    prefixes."""
     rich = False
 
     def __init__(self, file=None):
@@ -28,10 +36,11 @@ class PlainConsole:
     @contextlib.contextmanager
     def progress(self, total: int) -> Iterator[Callable[[int, str], None]]:
         done = [0]
+        start = time.perf_counter()
 
         def advance(steps: int, text: str) -> None:
             done[0] += steps
-            self.print(f"[{done[0]}/{total}] {text}")
+            self.print(f"[{done[0]}/{total}, {stamp(start).strip()}] {text}")
 
         yield advance
 
@@ -69,9 +78,10 @@ class RichConsole:
                    TimeRemainingColumn())
         with Progress(*columns, console=self.console, transient=False) as bar:
             task = bar.add_task("bench", total=total)
+            start = time.perf_counter()
 
             def advance(steps: int, text: str) -> None:
-                bar.console.print(text, markup=False, highlight=False)
+                bar.console.print(f"{stamp(start)}  {text}", markup=False, highlight=False)
                 bar.advance(task, steps)
 
             yield advance
