@@ -19,7 +19,7 @@ SHORT_STATUS = {"skipped": "skip", "wrong": "WRONG", "error": "error"}
 def stamp(start: float) -> str:
     """Seconds since ``start`` (``time.perf_counter``), as a progress line's prefix: the gaps
     between lines show where a long run's time goes (setup, compiles, checks, timing)."""
-    return f"{time.perf_counter() - start:6.1f} s"
+    return f"{time.perf_counter() - start:.1f} s"
 
 
 class PlainConsole:
@@ -40,7 +40,7 @@ class PlainConsole:
 
         def advance(steps: int, text: str) -> None:
             done[0] += steps
-            self.print(f"[{done[0]}/{total}, {stamp(start).strip()}] {text}")
+            self.print(f"[{done[0]}/{total}, {stamp(start)}] {text}")
 
         yield advance
 
@@ -81,7 +81,7 @@ class RichConsole:
             start = time.perf_counter()
 
             def advance(steps: int, text: str) -> None:
-                bar.console.print(f"{stamp(start)}  {text}", markup=False, highlight=False)
+                bar.console.print(f"{stamp(start):>8}  {text}", markup=False, highlight=False)
                 bar.advance(task, steps)
 
             yield advance
