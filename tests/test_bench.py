@@ -140,10 +140,12 @@ def test_warmup_defaults_per_device_and_bad_budgets_are_refused(capsys):
 def test_rounds_budget_and_bad_values(capsys):
     timing = harness.make_timing("cuda", None, 100, 4)
     assert timing == harness.Timing("cuda", 1000, 100, 4)
-    assert (timing.for_round(0).warmup_ms, timing.for_round(0).rep_ms) == (1000, 25)
-    assert (timing.for_round(3).warmup_ms, timing.for_round(3).rep_ms) == (harness.ROUND_WARMUP_MS, 25)
+    assert (timing.budget(warm=False).warmup_ms, timing.budget(warm=False).rep_ms) == (1000, 25)
+    assert (timing.budget(warm=True).warmup_ms, timing.budget(warm=True).rep_ms) == (
+        harness.ROUND_WARMUP_MS, 25)
     one = harness.make_timing("cpu", 5, 10)
-    assert one.rounds == 1 and one.for_round(0) is one
+    assert one.rounds == 1 and one.budget(warm=False) == one
+    assert one.budget(warm=True).warmup_ms == 5  # never more than asked for
     with pytest.raises(ValueError, match="--rounds"):
         harness.make_timing("cpu", 5, 10, 0)
     assert harness.run_cli(parse(*TINY, "--providers", "naive", "--rounds", "0")) == 2
@@ -168,20 +170,30 @@ def _logged(name: str, log: list):
 
 
 @pytest.mark.parametrize("rounds", [1, 3])
-def test_rounds_interleave_the_providers(rounds):
-    """One round: each provider checked and timed before the next is set up (two runs of calls).
-    Several: both checked first, then timed in turn every round; a row is the median of its
-    rounds, each listed."""
+def test_rounds_interleave_the_providers(rounds, monkeypatch):
+    """Both providers are set up, checked and measured for memory first, then timed in turn
+    every round; a row is the median of its rounds, each listed. Only the first measurement
+    gets the full warm-up: every later one follows another."""
     log: list = []
+    warmups: list = []
+    timer = harness.bench_ms
+
+    def logged_timer(fn, timing, grad_to_none=None):
+        warmups.append(timing.warmup_ms)
+        return timer(fn, timing, grad_to_none=grad_to_none)
+
+    monkeypatch.setattr(harness, "bench_ms", logged_timer)
     spec = harness.GridSpec(**{**TINY_SPEC.__dict__, "causal": (False,), "passes": ("fwd", "bwd")})
-    timing = harness.Timing("cpu", warmup_ms=1, rep_ms=3, rounds=rounds)
+    timing = harness.Timing("cpu", warmup_ms=40, rep_ms=3, rounds=rounds)
     rows = harness.run_benchmark(spec, [_logged("a", log), _logged("b", log)], timing)
     assert [(r["provider"], r["pass"]) for r in rows] == [("a", "fwd"), ("a", "bwd"),
                                                           ("b", "fwd"), ("b", "bwd")]
     segments = [name for i, name in enumerate(log) if i == 0 or log[i - 1] != name]
-    assert segments == (["a", "b"] if rounds == 1 else ["a", "b"] * (rounds + 1))
+    assert segments == ["a", "b"] * (rounds + 1)
+    assert warmups == [40] + [harness.ROUND_WARMUP_MS] * (4 * rounds - 1)
     for row in rows:
         assert results.row_status(row) == "ok", row
+        assert row["setup_s"] > 0
         if rounds == 1:
             assert "rounds_ms" not in row
         else:
@@ -388,6 +400,8 @@ def test_progress_lines_and_the_summary_say_how_long_the_run_took(capsys):
     stamped = [m for m in stamped if m]
     assert [m.group(1) for m in stamped] == ["1", "2"]
     assert float(stamped[0].group(2)) <= float(stamped[1].group(2))
+    # and how long the provider took before its timing (set-up, compiles, check, memory)
+    assert all(re.search(r"\[set-up \d+\.\d s\]$", m.string) for m in stamped), lines
     assert re.fullmatch(r"rows: 2 ok, 0 skipped, 0 wrong, 0 error; \d+ s in all", lines[-1]), lines[-1]
 
 

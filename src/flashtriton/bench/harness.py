@@ -3,8 +3,9 @@
 The grid holds batch·seqlen = 16384 tokens and heads·headdim = 2048 fixed, and sweeps head dim
 (64/128/256), sequence length (512…16384), causal or not, dtype (bf16, fp16) and pass (fwd, bwd,
 fwd+bwd). For every configuration the shared inputs are made once (`providers.make_inputs`); each
-provider in the registry is then set up, checked against the reference (check.py) and only then
-timed: the median of `triton.testing.do_bench`, and the peak CUDA memory of one call of the pass.
+provider in the registry is set up, checked against the reference (check.py) and its peak CUDA
+memory measured (one call of each pass); then the providers are timed one after another: the
+median of `triton.testing.do_bench`.
 A provider that cannot run a configuration is recorded as skipped with the reason; one that gives
 wrong results is recorded as wrong and not timed. Results go to a JSON file (results.py) and, when
 asked, to PNG plots (plots.py).
@@ -24,7 +25,7 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -74,30 +75,31 @@ GPU_WARMUP_MS = 1000
 CPU_WARMUP_MS = 25
 
 
-# Rounds after the first (--rounds): the GPU has just run the previous provider's timing, so its
-# clock is already in the capped state and a short warm-up suffices.
+# A measurement that follows another (the next pass, the next provider, the next round) finds
+# the GPU's clock already in the capped state, so a short warm-up suffices; only the first
+# measurement of a configuration, after its set-up, compiles and checks left the GPU idle,
+# gets the full one. This is what keeps `--quick` short: 12 configurations x 12 measurements x
+# 1 s was 144 s of warm-up (session 24).
 ROUND_WARMUP_MS = 25
 
 
 @dataclass(frozen=True)
 class Timing:
     """How each pass is timed: ``warmup_ms`` and ``rep_ms`` for ``do_bench`` (the wall clock on
-    CPU). ``rounds`` > 1: a problem's providers are set up together and timed in turn, round by
-    round, each round with ``rep_ms / rounds`` (the first with the full warm-up, later ones with
-    ROUND_WARMUP_MS); a row's time is the median of its rounds. The H200's clock moves in bursts
-    under its power cap (docs/performance.md), and interleaving exposes every provider to the
-    same bursts."""
+    CPU). A problem's providers are set up together and timed in turn; ``rounds`` > 1 repeats
+    that, each round with ``rep_ms / rounds``, and a row's time is the median of its rounds. The
+    H200's clock moves in bursts under its power cap (docs/performance.md), and interleaving
+    exposes every provider to the same bursts."""
     device: str
     warmup_ms: int = CPU_WARMUP_MS
     rep_ms: float = 100
     rounds: int = 1
 
-    def for_round(self, index: int) -> "Timing":
-        """The warm-up and repetition budget of round ``index`` (the whole budget, unchanged,
-        when there is one round)."""
-        if self.rounds == 1:
-            return self
-        warmup = self.warmup_ms if index == 0 else min(self.warmup_ms, ROUND_WARMUP_MS)
+    def budget(self, warm: bool) -> "Timing":
+        """The warm-up and repetition of one measurement: ``rep_ms / rounds``, and the full
+        warm-up unless the GPU is ``warm`` (it has just run another measurement), then
+        ROUND_WARMUP_MS (or less when ``warmup_ms`` is less)."""
+        warmup = min(self.warmup_ms, ROUND_WARMUP_MS) if warm else self.warmup_ms
         return replace(self, warmup_ms=warmup, rep_ms=self.rep_ms / self.rounds)
 
 
@@ -203,9 +205,9 @@ def free_memory(device: str) -> None:
 
 
 class ProviderRun:
-    """Rows of one provider on one problem: setup and the correctness gate (``open``), each pass
-    timed once per round (``time_round``), then the rows (``close``); ``interleave`` drives
-    these for one provider or for several in turn."""
+    """Rows of one provider on one problem: setup, the correctness gate and peak memory
+    (``open``), each pass timed once per round (``time_round``), then the rows (``close``);
+    ``interleave`` drives these for the problem's providers in turn."""
 
     def __init__(self, provider: Provider, problem: Problem, inputs: Inputs,
                  reference: Callable[[], check.Reference], passes: tuple[str, ...],
@@ -218,10 +220,12 @@ class ProviderRun:
         self.calls: dict[str, Callable[[], object]] = {}  # pass -> its timed call, between rounds
         self.peaks: dict[str, float | None] = {}
         self.samples: dict[str, list[float]] = {p: [] for p in passes}
+        self.setup_s: float | None = None  # seconds in ``open``: setup, compiles, gate, peaks
 
     def row(self, pass_name, **kw) -> dict:
         p = self.problem
         kw.setdefault("note", self.note)
+        kw.setdefault("setup_s", self.setup_s)
         return make_row(self.provider.name, pass_name, dtype=p.dtype_name, batch=p.batch,
                         heads=p.heads, seqlen=p.seqlen, headdim=p.headdim, causal=p.causal, **kw)
 
@@ -230,28 +234,46 @@ class ProviderRun:
             self.outcome.setdefault(pass_name, (status, note))
 
     def open(self) -> None:
-        """Set up the provider and run the gate; what fails marks its passes untimed."""
-        if self.provider.needs_cuda and self.problem.device != "cuda":
-            self.untimed(self.passes, "skipped", "needs a CUDA device")
-            return
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                self.runner = self.provider.setup(self.problem, self.inputs)
-            except Exception as exc:  # noqa: BLE001  (recorded in the row)
-                self.untimed(self.passes, *classify(exc, caught))
-        if self.runner is not None:
-            self.note = self.runner.note
-            with self.runner.context():
-                self.gate(self.runner)
+        """Set up the provider, run the gate (the first calls: compiles happen here) and
+        measure each pass's peak memory; what fails marks its passes untimed. The seconds this
+        takes are the rows' ``setup_s``."""
+        start = time.perf_counter()
+        try:
+            if self.provider.needs_cuda and self.problem.device != "cuda":
+                self.untimed(self.passes, "skipped", "needs a CUDA device")
+                return
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    self.runner = self.provider.setup(self.problem, self.inputs)
+                except Exception as exc:  # noqa: BLE001  (recorded in the row)
+                    self.untimed(self.passes, *classify(exc, caught))
+            if self.runner is not None:
+                self.note = self.runner.note
+                with self.runner.context():
+                    self.gate(self.runner)
+                    self.measure_peaks(self.runner)
+        finally:
+            self.setup_s = time.perf_counter() - start
 
-    def time_round(self, index: int) -> None:
-        """Time every pass that passed the gate once more (``Timing.for_round``). A pass's peak
-        memory is measured and its call made before its first timing; the call is kept for the
-        next round and dropped after the last."""
+    def measure_peaks(self, runner) -> None:
+        """Peak memory of each pass that passed the gate, before any timing (so that the
+        timings of a problem's providers follow each other without idle gaps)."""
+        for pass_name in self.passes:
+            if pass_name in self.outcome:
+                continue
+            try:
+                self.peaks[pass_name] = peak_mib(runner, pass_name, self.problem.device)
+            except Exception as exc:  # noqa: BLE001
+                self.untimed([pass_name], *classify(exc))
+
+    def time_round(self, index: int, warm: bool) -> bool:
+        """Time every pass that passed the gate once more (``Timing.budget``: ``warm`` says
+        whether the GPU has just run another measurement). A pass's call is made before its
+        first timing, kept for the next round and dropped after the last. Returns whether the
+        GPU is warm afterwards."""
         if self.runner is None:
-            return
-        timing = self.timing.for_round(index)
+            return warm
         last = index == self.timing.rounds - 1
         with self.runner.context():
             for pass_name in self.passes:
@@ -259,18 +281,20 @@ class ProviderRun:
                     continue
                 try:
                     if pass_name not in self.calls:
-                        self.peaks[pass_name] = peak_mib(self.runner, pass_name,
-                                                         self.problem.device)
                         self.calls[pass_name] = self.runner.callable_for(pass_name)
                     grads = None if pass_name == "fwd" else list(self.runner.leaves)
                     self.samples[pass_name].append(
-                        bench_ms(self.calls[pass_name], timing, grad_to_none=grads))
+                        bench_ms(self.calls[pass_name], self.timing.budget(warm),
+                                 grad_to_none=grads))
+                    warm = True
                 except Exception as exc:  # noqa: BLE001
                     self.untimed([pass_name], *classify(exc))
+                    warm = False  # an error path may have left the GPU idle
                 finally:
                     if last or pass_name in self.outcome:
                         self.calls.pop(pass_name, None)
                     self.runner.clear_grads()
+        return warm
 
     def close(self) -> list[dict]:
         """One row per pass: the median of its rounds (each round's time listed as
@@ -325,17 +349,19 @@ class ProviderRun:
         return check.check_grads(runner, self.problem, self.reference())
 
 
-def interleave(runs: list[ProviderRun], rounds: int) -> list[list[dict]]:
-    """Each run's rows: all runs opened (set up, checked), then ``rounds`` rounds in which each
-    run times its passes in turn, then closed. With one run, a provider is set up, checked and
-    timed before the next one is set up, as without rounds."""
+def interleave(runs: list[ProviderRun], rounds: int) -> Iterator[list[dict]]:
+    """Each run's rows, as soon as they are final: all runs opened (set up, checked, peak
+    memory), then ``rounds`` rounds in which each run times its passes in turn. Only the first
+    measurement gets the full warm-up: every later one follows another without an idle gap."""
     try:
         for run in runs:
             run.open()
+        warm = False
         for index in range(rounds):
             for run in runs:
-                run.time_round(index)
-        return [run.close() for run in runs]
+                warm = run.time_round(index, warm)
+                if index == rounds - 1:
+                    yield run.close()
     finally:
         for run in runs:
             run.release()
@@ -353,17 +379,13 @@ def run_problem(problem, inputs, providers, make_reference, run_type, passes, ti
         return cache[0]
 
     rows = []
-    # one round: each provider on its own (one set of buffers at a time); several: all of the
-    # problem's providers together, so that each round times every one of them
-    groups = [[p] for p in providers] if timing.rounds == 1 else [list(providers)]
-    for group in groups:
-        runs = [run_type(provider, problem, inputs, reference, passes, timing)
-                for provider in group]
-        for new in interleave(runs, timing.rounds):
-            rows.extend(new)
-            if progress is not None:
-                for row in new:
-                    progress(1, describe(row))
+    runs = [run_type(provider, problem, inputs, reference, passes, timing)
+            for provider in providers]
+    for new in interleave(runs, timing.rounds):
+        rows.extend(new)
+        if progress is not None:
+            for row in new:
+                progress(1, describe(row))
     return rows
 
 
@@ -438,15 +460,16 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                         help="auto: cuda when available; cpu times with a wall clock (dry runs)")
     parser.add_argument("--warmup-ms", type=int, default=None,
-                        help=f"do_bench warmup (ms; default {GPU_WARMUP_MS} on the GPU, so that "
-                             f"every provider is timed at the power-capped clock, "
-                             f"{CPU_WARMUP_MS} on CPU)")
+                        help=f"do_bench warm-up of a configuration's first measurement (ms; "
+                             f"default {GPU_WARMUP_MS} on the GPU, so that every provider is "
+                             f"timed at the power-capped clock, {CPU_WARMUP_MS} on CPU); each "
+                             f"later one follows another measurement and gets "
+                             f"{ROUND_WARMUP_MS}")
     parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
     parser.add_argument("--rounds", type=int, default=1, metavar="N",
-                        help="time a configuration's providers in turn, N rounds of rep-ms/N each "
-                             "(the first with the full warm-up); a row is the median of its rounds, "
-                             "listed as rounds_ms in the JSON. All of a configuration's providers "
-                             "are set up at once. Default 1: each provider timed once, on its own")
+                        help="time a configuration's providers in turn N times, rep-ms/N each; "
+                             "a row is the median of its rounds, listed as rounds_ms in the JSON. "
+                             "Default 1: each provider timed once")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
     parser.add_argument("--plots", type=Path, default=None, help="write PNG plots into this directory")

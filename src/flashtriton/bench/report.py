@@ -114,11 +114,12 @@ def describe_row(row: dict) -> str:
     config = (f"{row['provider']:<14} {row['pass']:<7} {row['dtype']} b{row['batch']} h{row['heads']}"
               f" s{row['seqlen']} d{row['headdim']} {'causal' if row['causal'] else 'full'}")
     status = row_status(row)
+    setup = "" if row.get("setup_s") is None else f" [set-up {row['setup_s']:.1f} s]"
     if status != "ok":
-        return f"{config}: {status.upper()} ({row.get('note', '')})"
+        return f"{config}: {status.upper()} ({row.get('note', '')}){setup}"
     mem = "" if row["peak_mib"] is None else f", {row['peak_mib']:.0f} MiB"
     speed = format(row["tflops"], ".1f" if row["tflops"] >= 1 else ".3g")
-    return f"{config}: {row['ms']:.3f} ms, {speed} TFLOP/s{mem}"
+    return f"{config}: {row['ms']:.3f} ms, {speed} TFLOP/s{mem}{setup}"
 
 
 def _cell(row: dict | None, key: str, fmt: str) -> str:

@@ -9,7 +9,9 @@ Schema (fixed by the speed issue; plots and docs are regenerated from committed 
 A row that was not timed has ``ms``/``tflops``/``peak_mib`` null and a ``status`` ("skipped": the
 provider does not support the configuration; "wrong": it failed the correctness gate; "error": it
 raised something unexpected) with a ``note`` saying why. Timed rows carry no ``status`` and may carry
-a ``note``. This module needs neither torch nor a GPU.
+a ``note``. Optional: ``rounds_ms`` (each round's time, ``--rounds``) and ``setup_s`` (the seconds
+the provider spent on the configuration before its timing: setup, compiles, check, peak memory).
+This module needs neither torch nor a GPU.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 META_KEYS = ("gpu", "torch", "triton", "cuda", "date", "commit")
 RESULT_KEYS = ("provider", "pass", "dtype", "batch", "heads", "seqlen", "headdim", "causal",
                "ms", "tflops", "peak_mib")
-OPTIONAL_KEYS = ("status", "note", "feature", "feature_params", "rounds_ms")
+OPTIONAL_KEYS = ("status", "note", "feature", "feature_params", "rounds_ms", "setup_s")
 STATUSES = ("ok", "skipped", "wrong", "error")
 
 # FLOPs of each pass relative to the forward (the FlashAttention papers' convention).
@@ -41,9 +43,11 @@ def attention_flops(batch: int, heads: int, seqlen: int, headdim: int, causal: b
 def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: int, seqlen: int,
              headdim: int, causal: bool, ms: float | None = None, peak_mib: float | None = None,
              status: str = "ok", note: str | None = None,
-             rounds_ms: list[float] | None = None) -> dict:
+             rounds_ms: list[float] | None = None, setup_s: float | None = None) -> dict:
     """One result row; ``tflops`` follows from ``ms`` and the FLOP count. ``rounds_ms``: each
-    round's time when ``ms`` is the median of several (``flashtriton bench --rounds``)."""
+    round's time when ``ms`` is the median of several (``flashtriton bench --rounds``).
+    ``setup_s``: the seconds the provider took on this configuration before its timing (setup,
+    first calls and their compiles, the correctness check, peak memory), shared by its rows."""
     if status not in STATUSES:
         raise ValueError(f"status: expected one of {STATUSES}, got {status!r}")
     tflops = None
@@ -58,6 +62,8 @@ def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: in
         row["note"] = note
     if rounds_ms:
         row["rounds_ms"] = [float(x) for x in rounds_ms]
+    if setup_s is not None:
+        row["setup_s"] = round(float(setup_s), 3)
     return row
 
 
@@ -86,6 +92,9 @@ def validate(data: dict) -> dict:
                                    or not all(isinstance(x, (int, float)) and x > 0
                                               for x in rounds)):
             raise ValueError(f"results[{i}].rounds_ms: expected two or more positive times")
+        setup = row.get("setup_s")
+        if setup is not None and (not isinstance(setup, (int, float)) or setup < 0):
+            raise ValueError(f"results[{i}].setup_s: expected a time >= 0, got {setup!r}")
     return data
 
 
