@@ -80,6 +80,28 @@ def test_quick_subset_and_overrides():
                                                                        (True,), ("bf16",))
 
 
+def test_quick_times_the_target_peers_unless_told_otherwise(tmp_path, capsys):
+    """--quick alone: ours, cuDNN and FlashAttention-2 (the CUDA-only ones skip on CPU, saying
+    why); --providers still chooses; an A/B's baseline joins the quick default."""
+    out = tmp_path / "q.json"
+    assert harness.run_cli(parse(*TINY, "--quick", "--causal", "no", "--passes", "fwd",
+                                 "--out", str(out))) == 0
+    assert "--quick: providers flashtriton, sdpa_cudnn, sdpa_flash" in capsys.readouterr().out
+    rows = results.read_results(out)["results"]
+    assert [r["provider"] for r in rows] == list(harness.QUICK_PROVIDERS)
+    assert results.row_status(rows[0]) == "ok"
+    assert all(r["note"] == "needs a CUDA device" for r in rows[1:])
+    assert harness.run_cli(parse(*TINY, "--quick", "--causal", "no", "--passes", "fwd",
+                                 "--providers", "naive", "--out", str(out))) == 0
+    assert "--quick: providers" not in capsys.readouterr().out
+    assert [r["provider"] for r in results.read_results(out)["results"]] == ["naive"]
+    registry = {**PROVIDERS, "flashtriton_base": PROVIDERS["naive"]}
+    default = harness.QUICK_PROVIDERS + ("flashtriton_base", "not_registered")
+    chosen = harness.select_providers(None, registry, default=default)
+    assert [p.name for p in chosen] == ["flashtriton", "sdpa_cudnn", "sdpa_flash", "naive"]
+    assert len(harness.select_providers(None, registry)) == len(registry)
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="fp8"):
         harness.spec_from_args(parse("--dtypes", "fp8"))
@@ -140,12 +162,11 @@ def test_warmup_defaults_per_device_and_bad_budgets_are_refused(capsys):
 def test_rounds_budget_and_bad_values(capsys):
     timing = harness.make_timing("cuda", None, 100, 4)
     assert timing == harness.Timing("cuda", 1000, 100, 4)
-    assert (timing.budget(warm=False).warmup_ms, timing.budget(warm=False).rep_ms) == (1000, 25)
-    assert (timing.budget(warm=True).warmup_ms, timing.budget(warm=True).rep_ms) == (
-        harness.ROUND_WARMUP_MS, 25)
+    assert (timing.for_round(0).warmup_ms, timing.for_round(0).rep_ms) == (1000, 25)
+    assert (timing.for_round(3).warmup_ms, timing.for_round(3).rep_ms) == (harness.ROUND_WARMUP_MS, 25)
     one = harness.make_timing("cpu", 5, 10)
-    assert one.rounds == 1 and one.budget(warm=False) == one
-    assert one.budget(warm=True).warmup_ms == 5  # never more than asked for
+    assert one.rounds == 1 and one.for_round(0) is one
+    assert harness.make_timing("cpu", 5, 10, 2).for_round(1).warmup_ms == 5  # never more
     with pytest.raises(ValueError, match="--rounds"):
         harness.make_timing("cpu", 5, 10, 0)
     assert harness.run_cli(parse(*TINY, "--providers", "naive", "--rounds", "0")) == 2
@@ -172,8 +193,8 @@ def _logged(name: str, log: list):
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_rounds_interleave_the_providers(rounds, monkeypatch):
     """Both providers are set up, checked and measured for memory first, then timed in turn
-    every round; a row is the median of its rounds, each listed. Only the first measurement
-    gets the full warm-up: every later one follows another."""
+    every round; a row is the median of its rounds, each listed. Every measurement of the
+    first round gets the full warm-up, later rounds a short one."""
     log: list = []
     warmups: list = []
     timer = harness.bench_ms
@@ -190,7 +211,7 @@ def test_rounds_interleave_the_providers(rounds, monkeypatch):
                                                           ("b", "fwd"), ("b", "bwd")]
     segments = [name for i, name in enumerate(log) if i == 0 or log[i - 1] != name]
     assert segments == ["a", "b"] * (rounds + 1)
-    assert warmups == [40] + [harness.ROUND_WARMUP_MS] * (4 * rounds - 1)
+    assert warmups == [40] * 4 + [harness.ROUND_WARMUP_MS] * (4 * (rounds - 1))
     for row in rows:
         assert results.row_status(row) == "ok", row
         assert row["setup_s"] > 0

@@ -59,11 +59,16 @@ class GridSpec:
 
 
 FULL = GridSpec()
-# The configurations of SPEC.md §4's peer table. With the 1 s GPU warm-up per measurement, on an
-# H200: about three minutes with flashtriton, sdpa_cudnn and sdpa_flash (session 9); with all six
-# providers about six and a half (session 24: 380 s reached the last of the 12 configurations).
+# The configurations of SPEC.md §4's peer table, and by default (no --providers) the providers
+# its targets compare: ours, cuDNN (the speed target) and FlashAttention-2. Where the time of a
+# --quick run goes on an H200 (session 25, every provider, 201 s without the 1 s warm-ups of all
+# but the first measurement of each configuration: bench/results/2026-11-30-s25-quick-setup.json):
+# 24 s to the first row, then per configuration ~5-6 s of our kernels compiling, 3-4 s of
+# FlexAttention compiling (one recompile per shape), 0.5-1.8 s of cuDNN building its plans, under
+# 1 s for each other provider, and 1 s of warm-up per measurement (12 per configuration).
 QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
                  causal=(False, True), passes=("fwd", "bwd"))
+QUICK_PROVIDERS = ("flashtriton", "sdpa_cudnn", "sdpa_flash")
 
 
 # do_bench's warm-up on the GPU. The H200 holds its boost clock for the first ~0.1-0.2 s of a
@@ -75,11 +80,12 @@ GPU_WARMUP_MS = 1000
 CPU_WARMUP_MS = 25
 
 
-# A measurement that follows another (the next pass, the next provider, the next round) finds
-# the GPU's clock already in the capped state, so a short warm-up suffices; only the first
-# measurement of a configuration, after its set-up, compiles and checks left the GPU idle,
-# gets the full one. This is what keeps `--quick` short: 12 configurations x 12 measurements x
-# 1 s was 144 s of warm-up (session 24).
+# Rounds after the first (--rounds): every provider has just been timed once and follows another
+# provider's timing, so all of them start from a loaded GPU and a short warm-up is the same for
+# each. The first round cannot be shortened so: a pass timed right after another load runs 1-3%
+# faster than at its own steady state for its first ~0.75 s (scripts/warmup_probe.py, session
+# 25: bench/results/2026-11-30-s25-warmup-probe.json), which would favour every provider timed
+# after the first.
 ROUND_WARMUP_MS = 25
 
 
@@ -95,11 +101,13 @@ class Timing:
     rep_ms: float = 100
     rounds: int = 1
 
-    def budget(self, warm: bool) -> "Timing":
-        """The warm-up and repetition of one measurement: ``rep_ms / rounds``, and the full
-        warm-up unless the GPU is ``warm`` (it has just run another measurement), then
-        ROUND_WARMUP_MS (or less when ``warmup_ms`` is less)."""
-        warmup = min(self.warmup_ms, ROUND_WARMUP_MS) if warm else self.warmup_ms
+    def for_round(self, index: int) -> "Timing":
+        """The warm-up and repetition budget of one measurement in round ``index``: the full
+        warm-up in the first round, ROUND_WARMUP_MS (or less when ``warmup_ms`` is less) in
+        later ones; ``rep_ms / rounds`` each."""
+        if self.rounds == 1:
+            return self
+        warmup = self.warmup_ms if index == 0 else min(self.warmup_ms, ROUND_WARMUP_MS)
         return replace(self, warmup_ms=warmup, rep_ms=self.rep_ms / self.rounds)
 
 
@@ -267,13 +275,12 @@ class ProviderRun:
             except Exception as exc:  # noqa: BLE001
                 self.untimed([pass_name], *classify(exc))
 
-    def time_round(self, index: int, warm: bool) -> bool:
-        """Time every pass that passed the gate once more (``Timing.budget``: ``warm`` says
-        whether the GPU has just run another measurement). A pass's call is made before its
-        first timing, kept for the next round and dropped after the last. Returns whether the
-        GPU is warm afterwards."""
+    def time_round(self, index: int) -> None:
+        """Time every pass that passed the gate once more (``Timing.for_round``). A pass's call
+        is made before its first timing, kept for the next round and dropped after the last."""
         if self.runner is None:
-            return warm
+            return
+        timing = self.timing.for_round(index)
         last = index == self.timing.rounds - 1
         with self.runner.context():
             for pass_name in self.passes:
@@ -284,17 +291,13 @@ class ProviderRun:
                         self.calls[pass_name] = self.runner.callable_for(pass_name)
                     grads = None if pass_name == "fwd" else list(self.runner.leaves)
                     self.samples[pass_name].append(
-                        bench_ms(self.calls[pass_name], self.timing.budget(warm),
-                                 grad_to_none=grads))
-                    warm = True
+                        bench_ms(self.calls[pass_name], timing, grad_to_none=grads))
                 except Exception as exc:  # noqa: BLE001
                     self.untimed([pass_name], *classify(exc))
-                    warm = False  # an error path may have left the GPU idle
                 finally:
                     if last or pass_name in self.outcome:
                         self.calls.pop(pass_name, None)
                     self.runner.clear_grads()
-        return warm
 
     def close(self) -> list[dict]:
         """One row per pass: the median of its rounds (each round's time listed as
@@ -351,15 +354,13 @@ class ProviderRun:
 
 def interleave(runs: list[ProviderRun], rounds: int) -> Iterator[list[dict]]:
     """Each run's rows, as soon as they are final: all runs opened (set up, checked, peak
-    memory), then ``rounds`` rounds in which each run times its passes in turn. Only the first
-    measurement gets the full warm-up: every later one follows another without an idle gap."""
+    memory), then ``rounds`` rounds in which each run times its passes in turn."""
     try:
         for run in runs:
             run.open()
-        warm = False
         for index in range(rounds):
             for run in runs:
-                warm = run.time_round(index, warm)
+                run.time_round(index)
                 if index == rounds - 1:
                     yield run.close()
     finally:
@@ -440,9 +441,8 @@ def _csv(kind):
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a subset: headdim 128,64; seqlen 1024,4096,16384; bf16; fwd,bwd; "
-                             "causal both (options given explicitly still apply); on an H200 about "
-                             "6.5 minutes with all providers, about 3 with flashtriton, sdpa_cudnn "
-                             "and sdpa_flash")
+                             "causal both; providers flashtriton, sdpa_cudnn, sdpa_flash unless "
+                             "--providers names others (options given explicitly still apply)")
     parser.add_argument("--providers", nargs="+", type=_csv(str), metavar="NAME",
                         help=f"providers to run (default: all): {', '.join(PROVIDERS)}")
     parser.add_argument("--headdims", nargs="+", type=_csv(int), metavar="D",
@@ -460,11 +460,10 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                         help="auto: cuda when available; cpu times with a wall clock (dry runs)")
     parser.add_argument("--warmup-ms", type=int, default=None,
-                        help=f"do_bench warm-up of a configuration's first measurement (ms; "
-                             f"default {GPU_WARMUP_MS} on the GPU, so that every provider is "
-                             f"timed at the power-capped clock, {CPU_WARMUP_MS} on CPU); each "
-                             f"later one follows another measurement and gets "
-                             f"{ROUND_WARMUP_MS}")
+                        help=f"do_bench warm-up of each measurement (ms; default "
+                             f"{GPU_WARMUP_MS} on the GPU, so that every provider is timed at "
+                             f"its own power-capped clock, {CPU_WARMUP_MS} on CPU; with "
+                             f"--rounds, rounds after the first get {ROUND_WARMUP_MS})")
     parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
     parser.add_argument("--rounds", type=int, default=1, metavar="N",
                         help="time a configuration's providers in turn N times, rep-ms/N each; "
@@ -529,9 +528,14 @@ def spec_from_args(args: argparse.Namespace) -> GridSpec:
     return spec
 
 
-def select_providers(names, registry: dict[str, Provider] | None = None) -> list[Provider]:
+def select_providers(names, registry: dict[str, Provider] | None = None, *,
+                     default: tuple[str, ...] | None = None) -> list[Provider]:
+    """The providers ``names`` asks for; without names, ``default`` (those of them in the
+    registry) or else every provider in the registry."""
     registry = PROVIDERS if registry is None else registry
-    names = _flat(names) or tuple(registry)
+    if default is not None:
+        default = tuple(n for n in default if n in registry)
+    names = _flat(names) or default or tuple(registry)
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise ValueError(f"--providers: unknown {unknown}; known: {list(registry)}")
@@ -609,7 +613,10 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
         return 0
     try:
         spec = spec_from_args(args)
-        providers = select_providers(args.providers, registry)
+        quick_default = None
+        if args.quick:  # with --baseline-src, the A/B's other tree joins them
+            quick_default = QUICK_PROVIDERS + tuple(n for n in registry if n not in PROVIDERS)
+        providers = select_providers(args.providers, registry, default=quick_default)
         device = resolve_device(args.device)
         timing = make_timing(device, args.warmup_ms, args.rep_ms, args.rounds)
     except ValueError as exc:
@@ -624,6 +631,9 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
                   f"{len(spec.passes)} passes = {total} measurements on {device}"
                   + (f", each the median of {timing.rounds} interleaved rounds"
                      if timing.rounds > 1 else ""))
+    if args.quick and not args.providers:
+        console.print(f"--quick: providers {', '.join(p.name for p in providers)} (add others "
+                      f"with --providers; all: {', '.join(registry)})")
     meta = collect_meta(device)
 
     def checkpoint(rows: list[dict]) -> None:
