@@ -81,25 +81,30 @@ def test_quick_subset_and_overrides():
 
 
 def test_quick_times_the_target_peers_unless_told_otherwise(tmp_path, capsys):
-    """--quick alone: ours, cuDNN and FlashAttention-2 (the CUDA-only ones skip on CPU, saying
-    why); --providers still chooses; an A/B's baseline joins the quick default."""
+    """--quick alone runs QUICK_PROVIDERS (the CUDA-only ones skip on CPU, saying why);
+    --providers still chooses; an A/B's baseline joins the quick default. The registry's
+    entries are the naive provider under the real names: what is tested is the choice."""
+    registry = {name: Provider(name, name, setup_naive, needs_cuda=PROVIDERS[name].needs_cuda)
+                for name in PROVIDERS}
     out = tmp_path / "q.json"
     assert harness.run_cli(parse(*TINY, "--quick", "--causal", "no", "--passes", "fwd",
-                                 "--out", str(out))) == 0
+                                 "--out", str(out)), registry=registry) == 0
     assert "--quick: providers flashtriton, sdpa_cudnn, sdpa_flash" in capsys.readouterr().out
     rows = results.read_results(out)["results"]
     assert [r["provider"] for r in rows] == list(harness.QUICK_PROVIDERS)
     assert results.row_status(rows[0]) == "ok"
     assert all(r["note"] == "needs a CUDA device" for r in rows[1:])
     assert harness.run_cli(parse(*TINY, "--quick", "--causal", "no", "--passes", "fwd",
-                                 "--providers", "naive", "--out", str(out))) == 0
+                                 "--providers", "naive", "--out", str(out)),
+                           registry=registry) == 0
     assert "--quick: providers" not in capsys.readouterr().out
     assert [r["provider"] for r in results.read_results(out)["results"]] == ["naive"]
-    registry = {**PROVIDERS, "flashtriton_base": PROVIDERS["naive"]}
+    with_base = {**registry, "flashtriton_base": Provider("flashtriton_base", "base", setup_naive)}
     default = harness.QUICK_PROVIDERS + ("flashtriton_base", "not_registered")
-    chosen = harness.select_providers(None, registry, default=default)
-    assert [p.name for p in chosen] == ["flashtriton", "sdpa_cudnn", "sdpa_flash", "naive"]
-    assert len(harness.select_providers(None, registry)) == len(registry)
+    chosen = harness.select_providers(None, with_base, default=default)
+    assert [p.name for p in chosen] == ["flashtriton", "sdpa_cudnn", "sdpa_flash",
+                                        "flashtriton_base"]
+    assert len(harness.select_providers(None, with_base)) == len(with_base)
 
 
 def test_bad_options_are_refused():
