@@ -6,7 +6,9 @@ after an idle gap or right after another pass's load.
 
 A CASE is ``TARGET@LEAD``: TARGET is ``provider:pass:headdim:seqlen[:causal]`` (the bench's
 problem: batch·seqlen = 16384 tokens, 2048 hidden, bf16); LEAD is ``idle`` (``--idle-s`` of
-sleep) or another TARGET, run back to back for ``--lead-ms`` just before. The target's calls
+sleep), another TARGET, run back to back for ``--lead-ms`` just before, or ``compile:TARGET``:
+that target set up and called once just before (for FlexAttention a compile; give each such
+lead a shape of its own, or it is not compiled again). The target's calls
 are then issued back to back for about ``--trace-ms``, each as `do_bench` times it (the L2
 cleared before the call, CUDA events around it), and each call's start is placed on the GPU's
 own time axis (event to event from the first call). The table gives the median call time in
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -132,7 +135,7 @@ def main() -> None:
     for case in args.cases:  # set everything up (compiles) before any trace
         target, lead = case.split("@")
         calls.get(target)
-        if lead != "idle":
+        if lead != "idle" and not lead.startswith("compile:"):
             calls.get(lead)
     report = []
     for case in args.cases:
@@ -140,14 +143,23 @@ def main() -> None:
         torch.cuda.synchronize()
         if lead == "idle":
             time.sleep(args.idle_s)
+        elif lead.startswith("compile:"):
+            calls.get(lead[len("compile:"):])
         else:
             calls.run_for(lead, args.lead_ms)
+        start = time.perf_counter()
         starts, durations = calls.trace(target, args.trace_ms)
+        host_ms = (time.perf_counter() - start) * 1e3  # enqueue and wait: the whole trace's wall time
         rows = windows(starts, durations)
-        report.append({"case": case, "windows": rows, "settled_from_ms": settled_from(rows)})
+        report.append({"case": case, "windows": rows, "settled_from_ms": settled_from(rows),
+                       "wall_ms": host_ms, "gpu_span_ms": starts[-1] + durations[-1],
+                       "load": list(os.getloadavg())})
         cells = " ".join("   -  " if r["vs_steady"] is None else f"{r['vs_steady']:6.3f}"
                          for r in rows)
-        print(f"{case:<55} {cells}  settled from {report[-1]['settled_from_ms']} ms", flush=True)
+        last = report[-1]
+        print(f"{case:<55} {cells}  settled from {last['settled_from_ms']} ms; median "
+              f"{statistics.median(durations):.4f} ms, GPU span {last['gpu_span_ms']:.0f} ms in "
+              f"{last['wall_ms']:.0f} ms of wall time", flush=True)
     print("windows (ms from the first call): "
           + " ".join(f"{a}-{b}" for a, b in zip(WINDOWS_MS, WINDOWS_MS[1:])))
     if args.out:
