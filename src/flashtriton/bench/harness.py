@@ -3,9 +3,10 @@
 The grid holds batch·seqlen = 16384 tokens and heads·headdim = 2048 fixed, and sweeps head dim
 (64/128/256), sequence length (512…16384), causal or not, dtype (bf16, fp16) and pass (fwd, bwd,
 fwd+bwd). For every configuration the shared inputs are made once (`providers.make_inputs`); each
-provider in the registry is set up, checked against the reference (check.py) and its peak CUDA
-memory measured (one call of each pass); then the providers are timed one after another: the
-median of `triton.testing.do_bench`.
+provider in the registry is then set up, checked against the reference (check.py), its peak CUDA
+memory measured (one call of each pass) and only then timed: the median of
+`triton.testing.do_bench`. With ``--rounds`` all of a problem's providers are set up first and
+then timed in turn, round by round.
 A provider that cannot run a configuration is recorded as skipped with the reason; one that gives
 wrong results is recorded as wrong and not timed. Results go to a JSON file (results.py) and, when
 asked, to PNG plots (plots.py).
@@ -60,12 +61,12 @@ class GridSpec:
 
 FULL = GridSpec()
 # The configurations of SPEC.md §4's peer table, and by default (no --providers) the providers
-# its targets compare: ours, cuDNN (the speed target) and FlashAttention-2. Where the time of a
-# --quick run goes on an H200 (session 25, every provider, 201 s without the 1 s warm-ups of all
-# but the first measurement of each configuration: bench/results/2026-11-30-s25-quick-setup.json):
-# 24 s to the first row, then per configuration ~5-6 s of our kernels compiling, 3-4 s of
-# FlexAttention compiling (one recompile per shape), 0.5-1.8 s of cuDNN building its plans, under
-# 1 s for each other provider, and 1 s of warm-up per measurement (12 per configuration).
+# its targets compare: ours, cuDNN (the speed target) and FlashAttention-2. Where a --quick run's
+# time goes on an H200 (session 25, the rows' setup_s; bench/results/2026-11-30-s25-quick-*):
+# per configuration 4-6 s of our kernels compiling on a cold cache (0.2-0.8 s warm), 3-4 s of
+# FlexAttention compiling (one recompile per shape), 0.3-1.8 s of cuDNN building its plans,
+# under 1 s for each other provider, and 1 s of warm-up per measurement. With the three default
+# providers 154 s cold, 95 s warm; with all six 323 s cold.
 QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
                  causal=(False, True), passes=("fwd", "bwd"))
 QUICK_PROVIDERS = ("flashtriton", "sdpa_cudnn", "sdpa_flash")
@@ -92,8 +93,8 @@ ROUND_WARMUP_MS = 25
 @dataclass(frozen=True)
 class Timing:
     """How each pass is timed: ``warmup_ms`` and ``rep_ms`` for ``do_bench`` (the wall clock on
-    CPU). A problem's providers are set up together and timed in turn; ``rounds`` > 1 repeats
-    that, each round with ``rep_ms / rounds``, and a row's time is the median of its rounds. The
+    CPU). ``rounds`` > 1: a problem's providers are set up together and timed in turn, round by
+    round, each round with ``rep_ms / rounds``; a row's time is the median of its rounds. The
     H200's clock moves in bursts under its power cap (docs/performance.md), and interleaving
     exposes every provider to the same bursts."""
     device: str
@@ -215,7 +216,7 @@ def free_memory(device: str) -> None:
 class ProviderRun:
     """Rows of one provider on one problem: setup, the correctness gate and peak memory
     (``open``), each pass timed once per round (``time_round``), then the rows (``close``);
-    ``interleave`` drives these for the problem's providers in turn."""
+    ``interleave`` drives these for one provider or for several in turn."""
 
     def __init__(self, provider: Provider, problem: Problem, inputs: Inputs,
                  reference: Callable[[], check.Reference], passes: tuple[str, ...],
@@ -265,8 +266,7 @@ class ProviderRun:
             self.setup_s = time.perf_counter() - start
 
     def measure_peaks(self, runner) -> None:
-        """Peak memory of each pass that passed the gate, before any timing (so that the
-        timings of a problem's providers follow each other without idle gaps)."""
+        """Peak memory of each pass that passed the gate, before its timing."""
         for pass_name in self.passes:
             if pass_name in self.outcome:
                 continue
@@ -354,7 +354,8 @@ class ProviderRun:
 
 def interleave(runs: list[ProviderRun], rounds: int) -> Iterator[list[dict]]:
     """Each run's rows, as soon as they are final: all runs opened (set up, checked, peak
-    memory), then ``rounds`` rounds in which each run times its passes in turn."""
+    memory), then ``rounds`` rounds in which each run times its passes in turn. With one run,
+    a provider is set up, checked and timed before the next one is set up."""
     try:
         for run in runs:
             run.open()
@@ -380,13 +381,21 @@ def run_problem(problem, inputs, providers, make_reference, run_type, passes, ti
         return cache[0]
 
     rows = []
-    runs = [run_type(provider, problem, inputs, reference, passes, timing)
-            for provider in providers]
-    for new in interleave(runs, timing.rounds):
-        rows.extend(new)
-        if progress is not None:
-            for row in new:
-                progress(1, describe(row))
+    # one round: each provider on its own, its own set-up (compiles, checks) right before its
+    # timing, as for every other provider; several: all of the problem's providers together,
+    # so that each round times every one of them. (Session 25 set all six providers up first
+    # with one round too: our 1k forwards then measured 456 and 342 TFLOP/s at d128 and d64,
+    # against 527 and 388 timed right after their own set-up in session 24 and 512 and 393 with
+    # three providers set up first; not explained, so not kept: docs/perf-log.md.)
+    groups = [[p] for p in providers] if timing.rounds == 1 else [list(providers)]
+    for group in groups:
+        runs = [run_type(provider, problem, inputs, reference, passes, timing)
+                for provider in group]
+        for new in interleave(runs, timing.rounds):
+            rows.extend(new)
+            if progress is not None:
+                for row in new:
+                    progress(1, describe(row))
     return rows
 
 
