@@ -4,9 +4,11 @@
 #   scripts/gpu_bench.sh [WHAT] [extra `flashtriton bench` options...]
 #
 # WHAT (default quick):
-#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both):
-#                ~6.5 min with all six providers (session 24), ~3 min with
-#                `--providers flashtriton,sdpa_cudnn,sdpa_flash` (session 9)
+#   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both)
+#                with its default providers flashtriton, sdpa_cudnn and sdpa_flash: 154 s on a
+#                fresh machine (our kernels compile), 95 s with warm caches (session 25)
+#   quick-all    the same with all six providers (the README's table): 323 s on a fresh machine
+#                (session 25; FlexAttention compiles once per configuration)
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
 #   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout, float8 against their
@@ -33,10 +35,12 @@ PY="${PYTHON:-python3}"
 PLOT_ARGS=()
 case "$WHAT" in
   quick) GRID=(--quick) ;;
+  quick-all) GRID=(--quick --providers flashtriton,sdpa_flash,sdpa_cudnn,sdpa_efficient,flex,naive) ;;
   d64|d128|d256) GRID=(--headdims "${WHAT#d}") ;;
   full) GRID=() ;;
   features) GRID=(--feature all --quick) ;;
-  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, d64, d128, d256, full, features)" >&2; exit 2 ;;
+  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, quick-all, d64, d128, d256, full, features)" >&2
+     exit 2 ;;
 esac
 
 STAMP="$(date -u +%Y-%m-%d)"
