@@ -475,9 +475,10 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                              f"--rounds, rounds after the first get {ROUND_WARMUP_MS})")
     parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
     parser.add_argument("--rounds", type=int, default=1, metavar="N",
-                        help="time a configuration's providers in turn N times, rep-ms/N each; "
-                             "a row is the median of its rounds, listed as rounds_ms in the JSON. "
-                             "Default 1: each provider timed once")
+                        help="set a configuration's providers up together and time them in "
+                             "turn N times, rep-ms/N each; a row is the median of its rounds, "
+                             "listed as rounds_ms in the JSON. Default 1: each provider set up "
+                             "and timed once, on its own")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
     parser.add_argument("--plots", type=Path, default=None, help="write PNG plots into this directory")
