@@ -63,9 +63,9 @@ FULL = GridSpec()
 # The configurations of SPEC.md §4's peer table, and by default (no --providers) the providers
 # its targets compare: ours, cuDNN (the speed target) and FlashAttention-2. Where a --quick run's
 # time goes on an H200 (session 25, the rows' setup_s; bench/results/2026-11-30-s25-quick-*):
-# per configuration 4-6 s of our kernels compiling on a cold cache (0.2-0.8 s warm), 3-4 s of
-# FlexAttention compiling (one recompile per shape), 0.3-1.8 s of cuDNN building its plans,
-# under 1 s for each other provider, and 1 s of warm-up per measurement. With the three default
+# per configuration 3.5-10 s of our kernels compiling on a cold cache (0.2-2.8 s warm), 3-12 s
+# of FlexAttention compiling (one recompile per shape), 0.3-2.3 s of cuDNN building its plans,
+# under 2 s for each other provider, and 1 s of warm-up per measurement. With the three default
 # providers 154 s cold, 95 s warm; with all six 323 s cold.
 QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
                  causal=(False, True), passes=("fwd", "bwd"))
@@ -83,7 +83,7 @@ CPU_WARMUP_MS = 25
 
 # Rounds after the first (--rounds): every provider has just been timed once and follows another
 # provider's timing, so all of them start from a loaded GPU and a short warm-up is the same for
-# each. The first round cannot be shortened so: a pass timed right after another load runs 1-3%
+# each. The first round cannot be shortened so: a pass timed right after another load runs 0-4%
 # faster than at its own steady state for its first ~0.75 s (scripts/warmup_probe.py, session
 # 25: bench/results/2026-11-30-s25-warmup-probe.json), which would favour every provider timed
 # after the first.
