@@ -19,6 +19,14 @@ runs with its call plans on and off (``kernels/common.py``).
 ``--rounds N``: instead, flashtriton and sdpa_cudnn set up side by side and warmed up once,
 then timed in turn, N rounds of ``do_bench`` (``--round-ms`` each): how much one provider's
 median moves between rounds, and whether the two move together.
+
+``--problems pass:headdim:causal,...`` (causal 0 or 1) chooses the problems. ``--after-setup
+NAMES``: before each problem is probed, those providers go through the bench's own set-up on
+it (``harness.ProviderRun.open``: set-up, compiles, the correctness check against the float64
+reference, peak memory) and stay alive while it is probed, as when the bench sets a
+configuration's providers up together (session 25: our 1k forwards measured 12-13% below
+session 24's figures after all six providers' set-up; docs/perf-log.md). Run once without and once with it, each in
+a fresh process.
 """
 
 import argparse
@@ -58,13 +66,51 @@ def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float
     return statistics.median(gpu), statistics.median(host)
 
 
+def bench_problem(pass_name: str, headdim: int, causal: bool, seqlen: int) -> Problem:
+    return Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal, torch.bfloat16)
+
+
+def parse_problems(text: str) -> list[tuple[str, int, bool]]:
+    """``fwd:128:0,bwd:64:1`` as [("fwd", 128, False), ("bwd", 64, True)]."""
+    problems = []
+    for item in text.split(","):
+        parts = item.split(":")
+        if len(parts) != 3 or parts[0] not in ("fwd", "bwd") or parts[2] not in ("0", "1"):
+            raise ValueError(f"--problems: expected pass:headdim:causal (causal 0 or 1), got "
+                             f"{item!r}")
+        problems.append((parts[0], int(parts[1]), parts[2] == "1"))
+    return problems
+
+
+def open_like_the_bench(names: list[str], problem: Problem, inputs, passes) -> list:
+    """The bench's set-up phase for ``names`` on ``problem``: the opened ProviderRuns (alive
+    until released), each as the harness opens it."""
+    from flashtriton.bench import check
+    from flashtriton.bench.harness import ProviderRun, Timing
+
+    cache: list = []
+
+    def reference():
+        if not cache:
+            cache.append(check.reference_slices(problem, inputs,
+                                                grads=any(p != "fwd" for p in passes)))
+        return cache[0]
+
+    runs = [ProviderRun(PROVIDERS[name], problem, inputs, reference, passes,
+                        Timing(problem.device)) for name in names]
+    for run in runs:
+        run.open()
+        print(f"  set up {run.provider.name}: {run.setup_s:.1f} s"
+              + (f", not timed: {run.outcome}" if run.outcome else ""), flush=True)
+    return runs
+
+
 def probe(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int,
-          iters: int) -> dict:
+          iters: int, inputs=None) -> dict:
     import triton.testing
     from triton.runtime import driver
-    problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
-                      torch.bfloat16)
-    runner = PROVIDERS[provider].setup(problem, make_inputs(problem))
+    problem = bench_problem(pass_name, headdim, causal, seqlen)
+    runner = PROVIDERS[provider].setup(problem, inputs or make_inputs(problem))
     cache = driver.active.get_empty_cache_for_benchmark()
     with runner.context():
         fn = runner.callable_for(pass_name)
@@ -83,8 +129,7 @@ def rounds(pass_name: str, headdim: int, causal: bool, seqlen: int, n: int,
            round_ms: int) -> dict:
     """Per-round do_bench medians (µs) of flashtriton and sdpa_cudnn, timed in turn."""
     import triton.testing
-    problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
-                      torch.bfloat16)
+    problem = bench_problem(pass_name, headdim, causal, seqlen)
     inputs = make_inputs(problem)
     names = ["flashtriton", "sdpa_cudnn"]
     runners = [PROVIDERS[name].setup(problem, inputs) for name in names]
@@ -111,10 +156,18 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--round-ms", type=int, default=20)
+    ap.add_argument("--problems", type=parse_problems, default=PROBLEMS)
+    ap.add_argument("--after-setup", default="", metavar="NAMES",
+                    help="providers (comma-separated) set up as the bench does before each "
+                         "problem is probed")
     args = ap.parse_args()
+    after = [n for n in args.after_setup.split(",") if n]
+    unknown = [n for n in after if n not in PROVIDERS]
+    if unknown:
+        ap.error(f"--after-setup: unknown {unknown}; known: {list(PROVIDERS)}")
     if args.rounds:
         out = []
-        for pass_name, headdim, causal in PROBLEMS:
+        for pass_name, headdim, causal in args.problems:
             row = rounds(pass_name, headdim, causal, args.seqlen, args.rounds, args.round_ms)
             out.append(row)
             ours, cudnn = row["us"]["flashtriton"], row["us"]["sdpa_cudnn"]
@@ -132,12 +185,16 @@ def main():
     rows = []
     print(f"{'provider':22s} {'problem':16s} {'do_bench':>9s} {'loop GPU':>9s} {'host':>7s} "
           f"{'ahead GPU':>9s} {'host':>7s}  (µs per call)")
-    for pass_name, headdim, causal in PROBLEMS:
+    for pass_name, headdim, causal in args.problems:
+        problem = bench_problem(pass_name, headdim, causal, args.seqlen)
+        inputs = make_inputs(problem)
+        opened = open_like_the_bench(after, problem, inputs, (pass_name,)) if after else []
         for provider, plans in sides:
             if hasattr(common, "PLANS"):
                 common.PLANS["enabled"] = plans
-            row = probe(provider, pass_name, headdim, causal, args.seqlen, args.iters)
+            row = probe(provider, pass_name, headdim, causal, args.seqlen, args.iters, inputs)
             row["plans"] = plans
+            row["after_setup"] = after
             rows.append(row)
             name = provider + ("" if provider != "flashtriton" else
                                " plans " + ("on" if plans else "off"))
@@ -145,6 +202,8 @@ def main():
                   f"{row['do_bench_us']:9.1f} {row['loop_gpu_us']:9.1f} "
                   f"{row['loop_host_us']:7.1f} {row['ahead_gpu_us']:9.1f} "
                   f"{row['ahead_host_us']:7.1f}", flush=True)
+        for run in opened:
+            run.release()
     write_json(args.out, {"rows": rows})
 
 
