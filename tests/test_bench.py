@@ -427,9 +427,24 @@ def test_progress_lines_and_the_summary_say_how_long_the_run_took(capsys):
     stamped = [m for m in stamped if m]
     assert [m.group(1) for m in stamped] == ["1", "2"]
     assert float(stamped[0].group(2)) <= float(stamped[1].group(2))
-    # and how long the provider took before its timing (set-up, compiles, check, memory)
+    # and how long the provider took before its timing (set-up, compiles, check, memory),
+    # summed per provider before the last line
     assert all(re.search(r"\[set-up \d+\.\d s\]$", m.string) for m in stamped), lines
+    assert re.fullmatch(r"set-up \(compiles, checks, peak memory\): naive \d+\.\d s",
+                        lines[-2]), lines[-2]
     assert re.fullmatch(r"rows: 2 ok, 0 skipped, 0 wrong, 0 error; \d+ s in all", lines[-1]), lines[-1]
+
+
+def test_setup_line_sums_each_provider_once_per_configuration():
+    def row(provider, pass_name, seqlen, setup_s):
+        return results.make_row(provider, pass_name, dtype="bf16", batch=1, heads=2,
+                                seqlen=seqlen, headdim=64, causal=False, ms=1.0, setup_s=setup_s)
+
+    rows = [row("a", "fwd", 128, 2.0), row("a", "bwd", 128, 2.0), row("b", "fwd", 128, 0.25),
+            row("a", "fwd", 256, 1.5), row("b", "fwd", 256, None)]
+    assert report.setup_line(rows) == ("set-up (compiles, checks, peak memory): a 3.5 s, "
+                                       "b 0.2 s")
+    assert report.setup_line([row("a", "fwd", 128, None)]) is None
 
 
 def test_rich_progress_lines_carry_the_elapsed_time():

@@ -580,7 +580,7 @@ def timer_description(device: str, rounds: int) -> str:
 
 
 def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = None) -> int:
-    from flashtriton.bench.report import make_console, summary_tables
+    from flashtriton.bench.report import make_console, setup_line, summary_tables
     from flashtriton.bench.results import merge_results, read_results, write_results
 
     if getattr(args, "baseline_src", None) is not None and (getattr(args, "feature", None)
@@ -658,6 +658,8 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
     for title, headers, rows in summary_tables(results, list(registry), timer=timer):
         console.table(title, headers, rows)
     counts = {s: sum(row_status(r) == s for r in results) for s in ("ok", "skipped", "wrong", "error")}
+    if setup_line(results):
+        console.print(setup_line(results))
     console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items())
                   + f"; {elapsed:.0f} s in all")
     data = {"meta": meta, "results": results}

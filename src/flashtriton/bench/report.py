@@ -122,6 +122,25 @@ def describe_row(row: dict) -> str:
     return f"{config}: {row['ms']:.3f} ms, {speed} TFLOP/s{mem}{setup}"
 
 
+def setup_line(results: list[dict]) -> str | None:
+    """Each provider's set-up time summed over the configurations (a configuration's rows
+    share their provider's ``setup_s``): where a run's time went besides the timing. None when
+    no row carries it."""
+    seen: dict[tuple, float] = {}
+    for row in results:
+        if row.get("setup_s") is not None:
+            key = tuple(row[k] for k in ("provider", "dtype", "batch", "heads", "seqlen",
+                                         "headdim", "causal"))
+            seen[key] = row["setup_s"]
+    totals: dict[str, float] = {}
+    for key, seconds in seen.items():
+        totals[key[0]] = totals.get(key[0], 0.0) + seconds
+    if not totals:
+        return None
+    return ("set-up (compiles, checks, peak memory): "
+            + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in totals.items()))
+
+
 def _cell(row: dict | None, key: str, fmt: str) -> str:
     if row is None:
         return ""
