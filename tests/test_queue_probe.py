@@ -1,19 +1,12 @@
 """scripts/queue_probe.py's option parsing (its probes run on the H200 only)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "queue_probe.py"
+from helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("queue_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("queue_probe")
 
 
 def test_problems_are_parsed_and_bad_ones_refused(probe):

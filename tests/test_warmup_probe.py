@@ -1,19 +1,12 @@
 """scripts/warmup_probe.py's summary of a trace (the GPU part runs on the H200 only)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "warmup_probe.py"
+from helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("warmup_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("warmup_probe")
 
 
 def test_windows_and_where_the_calls_settle(probe):
