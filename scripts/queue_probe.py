@@ -66,7 +66,7 @@ def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float
     return statistics.median(gpu), statistics.median(host)
 
 
-def bench_problem(pass_name: str, headdim: int, causal: bool, seqlen: int) -> Problem:
+def bench_problem(headdim: int, causal: bool, seqlen: int) -> Problem:
     return Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal, torch.bfloat16)
 
 
@@ -109,7 +109,7 @@ def probe(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int
           iters: int, inputs=None) -> dict:
     import triton.testing
     from triton.runtime import driver
-    problem = bench_problem(pass_name, headdim, causal, seqlen)
+    problem = bench_problem(headdim, causal, seqlen)
     runner = PROVIDERS[provider].setup(problem, inputs or make_inputs(problem))
     cache = driver.active.get_empty_cache_for_benchmark()
     with runner.context():
@@ -129,7 +129,7 @@ def rounds(pass_name: str, headdim: int, causal: bool, seqlen: int, n: int,
            round_ms: int) -> dict:
     """Per-round do_bench medians (µs) of flashtriton and sdpa_cudnn, timed in turn."""
     import triton.testing
-    problem = bench_problem(pass_name, headdim, causal, seqlen)
+    problem = bench_problem(headdim, causal, seqlen)
     inputs = make_inputs(problem)
     names = ["flashtriton", "sdpa_cudnn"]
     runners = [PROVIDERS[name].setup(problem, inputs) for name in names]
@@ -186,7 +186,7 @@ def main():
     print(f"{'provider':22s} {'problem':16s} {'do_bench':>9s} {'loop GPU':>9s} {'host':>7s} "
           f"{'ahead GPU':>9s} {'host':>7s}  (µs per call)")
     for pass_name, headdim, causal in args.problems:
-        problem = bench_problem(pass_name, headdim, causal, args.seqlen)
+        problem = bench_problem(headdim, causal, args.seqlen)
         inputs = make_inputs(problem)
         opened = open_like_the_bench(after, problem, inputs, (pass_name,)) if after else []
         for provider, plans in sides:

@@ -14,5 +14,5 @@ def test_problems_are_parsed_and_bad_ones_refused(probe):
     for bad in ("fwd:128", "fwd_bwd:64:0", "fwd:64:yes"):
         with pytest.raises(ValueError, match="pass:headdim:causal"):
             probe.parse_problems(bad)
-    problem = probe.bench_problem("fwd", 64, True, 1024)
+    problem = probe.bench_problem(64, True, 1024)
     assert (problem.batch, problem.heads, problem.seqlen, problem.causal) == (16, 32, 1024, True)

@@ -658,8 +658,9 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
     for title, headers, rows in summary_tables(results, list(registry), timer=timer):
         console.table(title, headers, rows)
     counts = {s: sum(row_status(r) == s for r in results) for s in ("ok", "skipped", "wrong", "error")}
-    if setup_line(results):
-        console.print(setup_line(results))
+    setup = setup_line(results)
+    if setup:
+        console.print(setup)
     console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items())
                   + f"; {elapsed:.0f} s in all")
     data = {"meta": meta, "results": results}
