@@ -33,7 +33,7 @@ from flashtriton.kernels.schedule import HEAD_MAJOR, ROW_MAJOR, causal_fwd_order
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
-from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile
+from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile, _turn
 
 _empty = torch.empty
 
@@ -71,6 +71,16 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
 
 
 @gluon.jit
+def _first_turn(turn, WG: gl.constexpr):
+    """With ping-pong (``turn``'s shape: one entry per consumer), the last consumer hands the
+    first consumer its first turn as the partitions start."""
+    CONSUMERS: gl.constexpr = turn.type.shape[0]
+    if CONSUMERS > 1:
+        if WG == CONSUMERS - 1:
+            _turn(0, True)
+
+
+@gluon.jit
 def _ws_consumer(ring, args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
     rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
@@ -97,6 +107,7 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
                                         layout=q_layout)
     mbarrier.expect(qb, BLOCK_M * HEAD_DIM * 2)
     tma.async_copy_global_to_shared(q_desc, [rows0, 0], qb, q_s)
+    _first_turn(turn, WG)
     # tiles [0, n_full) are visible to every row of this warpgroup (without a causal mask the
     # launcher passes shift = seqlen_k, so the diagonal never cuts a tile)
     n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
@@ -154,10 +165,6 @@ def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.c
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
     TURNS: gl.constexpr = CONSUMERS if PINGPONG else 1
     turn = gl.allocate_shared_memory(gl.int64, [TURNS, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(TURNS):
-        mbarrier.init(turn.index(i), count=1)
-    if PINGPONG:
-        mbarrier.arrive(turn.index(0))
     return k_ready, k_empty, v_ready, v_empty, turn
 
 
@@ -355,6 +362,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     qb = q_bar.index(WG)
     qe = q_empty.index(WG)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    _first_turn(turn, WG)
     kv = 0
     local = 0
     turns = 0  # ping-pong waits so far (n_tiles - 1 per tile)

@@ -13,6 +13,31 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma, warpgroup_mma_wait)
 
 
+# Ping-pong's turns run on hardware named barriers, ids TURN_BARRIER + consumer (Triton's own
+# partitions use ids 0-4), as FlashAttention-3's scheduler barriers do: an mbarrier arrival is
+# made by one thread after a warpgroup barrier (Triton puts one before every ``mbarrier.arrive``),
+# which held each consumer 3.5-5.7% of its samples (docs/perf-log.md, session 26).
+TURN_BARRIER = gl.constexpr(8)
+
+
+@gluon.jit
+def _turn(wg, ARRIVE: gl.constexpr):
+    """Consumer ``wg``'s turn to issue its products on its named barrier: wait for it
+    (``bar.sync``: this warpgroup's threads and the previous consumer's arrival, two
+    warpgroups' threads in all), or, ``ARRIVE``, hand it over (``bar.arrive``: each warp
+    counts itself and goes on, no warpgroup barrier first)."""
+    WARPS: gl.constexpr = gl.num_warps()
+    lanes: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])  # one value per thread
+    ids = gl.full([WARPS * 32], TURN_BARRIER + wg, gl.int32, layout=lanes)
+    threads = gl.full([WARPS * 32], 2 * WARPS * 32, gl.int32, layout=lanes)
+    if ARRIVE:
+        gl.inline_asm_elementwise("bar.arrive $1, $2;\n\tmov.u32 $0, 0;", "=r,r,r",
+                                  [ids, threads], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("bar.sync $1, $2;\n\tmov.u32 $0, 0;", "=r,r,r",
+                                  [ids, threads], dtype=gl.int32, is_pure=False, pack=1)
+
+
 @gluon.jit
 def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
                  s_layout: gl.constexpr):
@@ -173,7 +198,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         for j in range(0, n_own - 1):
             slot = (kv + j) % STAGES
             nslot = (kv + j + 1) % STAGES
-            mbarrier.wait(turn.index(WG), (turns + j) & 1, pred=PINGPONG)
+            if PINGPONG:
+                _turn(WG, False)
             mbarrier.wait(k_ready.index(nslot), ((kv + j + 1) // STAGES) & 1)
             s_next = warpgroup_mma(
                 q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
@@ -185,7 +211,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                 is_async=True)
             if ROWSUM_MMA:
                 l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
-            mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG)  # the next one's turn
+            if PINGPONG:
+                _turn((WG + 1) % CONSUMERS, True)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
             mbarrier.arrive(k_empty.index(nslot))
             if RELEASE_Q:
@@ -221,12 +248,16 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     # whose turn is taken and passed on around it, as a computed step would
     for i in range(n_own, n_tiles):
         slot = (kv + i) % STAGES
-        mbarrier.wait(turn.index(WG), (turns + i - 1) & 1, pred=PINGPONG and i > 0)
+        if PINGPONG:
+            if i > 0:
+                _turn(WG, False)
         mbarrier.wait(k_ready.index(slot), ((kv + i) // STAGES) & 1)
         mbarrier.arrive(k_empty.index(slot))
         mbarrier.wait(v_ready.index(slot), ((kv + i) // STAGES) & 1)
         mbarrier.arrive(v_empty.index(slot))
-        mbarrier.arrive(turn.index((WG + 1) % CONSUMERS), pred=PINGPONG and i > 0)
+        if PINGPONG:
+            if i > 0:
+                _turn((WG + 1) % CONSUMERS, True)
     return acc, m_i, l_i
 
 
