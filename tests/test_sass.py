@@ -266,6 +266,38 @@ def test_forward_row_sums_on_the_tensor_cores():
     assert hgmma_on - hgmma_off == 2 * 2 * 128 // 16, (hgmma_on, hgmma_off)
 
 
+_TURNS_CHILD = """
+import json, re, torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from flashtriton.analysis.sass import capture_launches
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d, block_m, pingpong, persistent in [(128, 128, True, False), (64, 192, True, True),
+                                         (64, 128, False, True)]:
+    q = torch.empty(1, 4096, 2, d, dtype=torch.bfloat16)
+    (la,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), block_m, 128, 4, 2,
+                                                    pingpong, persistent))
+    ptx = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
+                         target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
+    out.append([len(re.findall(r"bar\\.arrive %r", ptx)), len(re.findall(r"bar\\.sync %r", ptx))])
+print(json.dumps(out))
+"""
+
+
+def test_forward_turns_on_named_barriers():
+    """Ping-pong hands the turn on through hardware named barriers (``fwd_gluon_tile._turn``):
+    each consumer waits for its turn (``bar.sync``) and hands it on (``bar.arrive``) in its step
+    loop and in the loop over the tiles past its own (LLVM may merge some of those places), and
+    the last consumer hands over the first turn; no named barrier without ping-pong."""
+    (two_arrive, two_sync), (three_arrive, three_sync), (off_arrive, off_sync) = compile_child(
+        _TURNS_CHILD)
+    assert two_arrive >= 2 + 1 and two_sync >= 2, (two_arrive, two_sync)
+    assert three_arrive >= 3 + 1 and three_sync >= 3, (three_arrive, three_sync)
+    assert (off_arrive, off_sync) == (0, 0)
+
+
 def test_pinned_triton_has_the_tma_reduction():
     """The Gluon backward adds dQ by TMA reductions; without the builder call the public
     backward would fall back to the tl kernels on sm_90 (gluon_bwd_eligible)."""

@@ -12,7 +12,8 @@ MMAs
     wait for P[j] V[j]
 
 With ``pingpong`` the consumers also take turns to issue, so that one's softmax runs under
-the other's products.
+the other's products; the turns are handed on through hardware named barriers
+(``fwd_gluon_tile._turn``), the first by the last consumer as the partitions start.
 
 No product is left in flight across the loop's back edge: when one is (retiring P[j-1] V[j-1]
 only after the next softmax), ptxas 12.8 serializes every warpgroup MMA of the kernel
@@ -117,7 +118,7 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
-                                 qb, zero_s, 0, 0, n_tiles, n_own, n_full, offs_m, seqlen_k, shift,
+                                 qb, zero_s, 0, n_tiles, n_own, n_full, offs_m, seqlen_k, shift,
                                  qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2, False,
                                  ones)
 
@@ -149,11 +150,10 @@ def _ws_consumer2(ring, args):
 
 @gluon.jit
 def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr):
-    """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer) and the
-    consumers' ping-pong turns: one barrier per consumer, its turn to issue, the first
-    consumer's already passed, each consumer handing the turn to the next in a cycle; a single
-    unused one without ping-pong (constexprs do not reach the partitions, the buffer's shape
-    does)."""
+    """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer), and ``turn``:
+    a buffer never read, [consumers, 1] with ping-pong and [1, 1] without, whose shape tells
+    the consumers how many take turns (constexprs do not reach the partitions, a buffer's
+    shape does; the turns themselves run on named barriers, ``fwd_gluon_tile._turn``)."""
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -365,7 +365,6 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     _first_turn(turn, WG)
     kv = 0
     local = 0
-    turns = 0  # ping-pong waits so far (n_tiles - 1 per tile)
     for t in range(gl.program_id(0), total, gl.num_programs(0)):
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
                                             order, CONSUMERS * BLOCK_M, BLOCK_N)
@@ -377,7 +376,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 0)  # no product reads this Q
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
-                                     turn, qe, zero_s, kv, turns, n_tiles, n_own, n_full, offs_m,
+                                     turn, qe, zero_s, kv, n_tiles, n_own, n_full, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, RELEASE_Q,
                                      CONSUMERS > 2, ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
@@ -394,7 +393,6 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
             mbarrier.arrive(qe)
         kv += n_tiles
         local += 1
-        turns += gl.maximum(n_tiles - 1, 0)
     tma.store_wait(pendings=0)
 
 

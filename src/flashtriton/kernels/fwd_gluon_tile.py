@@ -14,9 +14,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 
 # Ping-pong's turns run on hardware named barriers, ids TURN_BARRIER + consumer (Triton's own
-# partitions use ids 0-4), as FlashAttention-3's scheduler barriers do: an mbarrier arrival is
-# made by one thread after a warpgroup barrier (Triton puts one before every ``mbarrier.arrive``),
-# which held each consumer 3.5-5.7% of its samples (docs/perf-log.md, session 26).
+# partitions use ids 0-4), as FlashAttention-3's scheduler barriers do. An mbarrier arrival is
+# made by one thread after a warpgroup barrier (Triton puts one before every ``mbarrier.arrive``);
+# on the turn's mbarrier that barrier held each consumer 3.5-5.7% of its samples. Named
+# barriers: +0.4 to +0.9% at d128, level at d64 (docs/perf-log.md, session 26). A program's last
+# hand-over is never waited for; it ends with the program.
 TURN_BARRIER = gl.constexpr(8)
 
 
@@ -139,16 +141,16 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
 
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
-                 turns, n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
+                 n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
                  WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
                  ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
     step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
     of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
-    also take turns to issue, so that one's softmax runs under the other's products). Ring
-    positions start at ``kv`` and ping-pong waits at ``turns`` (the persistent kernel carries
-    them across tiles); ``RELEASE_Q`` (the persistent kernel): arrive on ``qe`` once the last S
+    also take turns to issue, so that one's softmax runs under the other's products: ``_turn``;
+    ``turn``'s shape says how many consumers take turns, 1 without ping-pong). Ring positions
+    start at ``kv`` (the persistent kernel carries them across tiles); ``RELEASE_Q`` (the persistent kernel): arrive on ``qe`` once the last S
     product has completed. ``ONE_PATH``: ``_masked_softmax``'s.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
