@@ -140,8 +140,8 @@ _FWD = {
 # 596.7 / 601.0 / 602.9, causal 540.9 / 559.3 / 538.2. So 8k moved to the persistent side.
 PERSISTENT_FWD_BELOW = 16384
 _FWD_GLUON = {
-    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
-    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, persistent=True),
+    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
+    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     # head dim 256: two consumers of 64 rows against 64-key tiles (Q, K and V take 196,608
