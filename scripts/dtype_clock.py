@@ -17,34 +17,16 @@ power per operation runs at a lower clock); if the cycles differ, the kernel its
 import argparse
 import json
 import statistics
-import subprocess
-import tempfile
 import time
-from datetime import datetime
 
 import torch
 
+from flashtriton.analysis.clock import attach_clock, sample_clock
 from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
 from flashtriton.bench.providers import DTYPES, PROVIDERS, Problem, make_inputs
 
 PROVIDER_NAMES = ("flashtriton", "sdpa_cudnn")
 COMPARED = ("bf16", "fp16")
-
-
-def read_samples(path: str) -> list[tuple[float, float, float]]:
-    """(unix time, SM MHz, watts) for each line nvidia-smi wrote."""
-    samples = []
-    with open(path) as f:
-        for line in f:
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) != 3:
-                continue
-            try:
-                when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-                samples.append((when, float(parts[1].split()[0]), float(parts[2].split()[0])))
-            except ValueError:
-                continue  # a header or a partly written line
-    return samples
 
 
 def time_problem(pass_name: str, headdim: int, causal: bool, seqlen: int, rounds: int,
@@ -75,15 +57,6 @@ def time_problem(pass_name: str, headdim: int, causal: bool, seqlen: int, rounds
                         "seqlen": seqlen, "dtype": dtype_name, "provider": name, "round": r,
                         "us": 1e3 * ms, "t0": t0, "t1": t1})
     return out
-
-
-def attach_clock(rows: list[dict], samples: list[tuple[float, float, float]]) -> None:
-    for row in rows:
-        inside = [(mhz, w) for when, mhz, w in samples if row["t0"] <= when <= row["t1"]]
-        row["samples"] = len(inside)
-        row["sm_mhz"] = statistics.median(m for m, _ in inside) if inside else None
-        row["watts"] = statistics.median(w for _, w in inside) if inside else None
-        row["kcycles"] = row["us"] * row["sm_mhz"] / 1e3 if inside else None
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -123,16 +96,9 @@ def main():
         if pass_name not in ("fwd", "bwd") or causal not in ("0", "1"):
             raise SystemExit(f"bad problem {item!r}: want pass:headdim:causal, e.g. fwd:128:0")
         problems.append((pass_name, int(headdim), causal == "1"))
-    with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
-        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
-                                "--format=csv,noheader", "-lms", "50"], stdout=log)
-        try:
-            rows = [row for p in problems
-                    for row in time_problem(*p, args.seqlen, args.rounds, args.round_ms)]
-        finally:
-            smi.terminate()
-            smi.wait()
-        samples = read_samples(log.name)
+    with sample_clock() as samples:
+        rows = [row for p in problems
+                for row in time_problem(*p, args.seqlen, args.rounds, args.round_ms)]
     attach_clock(rows, samples)
     table = summary(rows)
     print(f"{'problem':16s} {'provider':12s} {'bf16 µs':>8s} {'fp16 µs':>8s} {'MHz bf16':>9s} "

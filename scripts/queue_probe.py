@@ -27,23 +27,34 @@ reference, peak memory) and stay alive while it is probed, as when the bench set
 configuration's providers up together (session 25: our 1k forwards measured 12-13% below
 session 24's figures after all six providers' set-up; docs/perf-log.md). Run once without and once with it, each in
 a fresh process.
+
+``--clock`` (with ``--iters 1000`` or more, so that each loop spans several samples): the SM
+clock and board power sampled by ``nvidia-smi`` every 50 ms, and for each row and mode the
+median clock of the samples inside its timed window, with the cycles per call it gives (µs ×
+MHz). If two runs' per-call times differ while their cycles agree, the clock made the
+difference (session 26: the 1k forwards' ``do_bench`` and ``loop`` times moved by up to 15%
+with the set-up before them, their ``ahead`` times by under 1%; not yet run with ``--clock``).
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
 
 import torch
 
+from flashtriton.analysis.clock import clock_between, sample_clock
 from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
 from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
 
 PROBLEMS = [("bwd", 128, False), ("bwd", 64, False), ("fwd", 64, True), ("fwd", 128, False)]
 
 
-def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float]:
-    """(median GPU µs between the events, median host µs per iteration)."""
+def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float, tuple]:
+    """(median GPU µs between the events, median host µs per iteration, the wall-clock window
+    in which the GPU ran the iterations: from the end of the final synchronize back by the
+    GPU's span from the first iteration to the last)."""
     from triton.runtime import driver
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
@@ -51,6 +62,8 @@ def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float
     if ahead:  # ~2 ms per iteration of sleep (1.98 GHz): the host never catches up
         torch.cuda._sleep(int(iters * 2e-3 * 1.98e9))
     host = []
+    span = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+    span[0].record()
     for i in range(iters):
         t0 = time.perf_counter()
         if leaves:
@@ -61,9 +74,12 @@ def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float
         fn()
         ends[i].record()
         host.append((time.perf_counter() - t0) * 1e6)
+    span[1].record()
     torch.cuda.synchronize()
+    t_end = time.time()
     gpu = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
-    return statistics.median(gpu), statistics.median(host)
+    window = (t_end - span[0].elapsed_time(span[1]) / 1e3, t_end)
+    return statistics.median(gpu), statistics.median(host), window
 
 
 def bench_problem(headdim: int, causal: bool, seqlen: int) -> Problem:
@@ -117,10 +133,15 @@ def probe(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int
         leaves = None if pass_name == "fwd" else list(runner.leaves)
         row = {"provider": provider, "pass": pass_name, "headdim": headdim, "causal": causal,
                "seqlen": seqlen}
+        t0 = time.time()
         row["do_bench_us"] = 1e3 * triton.testing.do_bench(
             fn, warmup=GPU_WARMUP_MS, rep=100, grad_to_none=leaves, return_mode="median")
-        row["loop_gpu_us"], row["loop_host_us"] = timed_loop(fn, leaves, cache, iters, False)
-        row["ahead_gpu_us"], row["ahead_host_us"] = timed_loop(fn, leaves, cache, iters, True)
+        t1 = time.time()  # do_bench's timed part: its last 100 ms, after the warm-up
+        row["windows"] = {"do_bench": (max(t0, t1 - 0.1), t1)}
+        row["loop_gpu_us"], row["loop_host_us"], row["windows"]["loop"] = timed_loop(
+            fn, leaves, cache, iters, False)
+        row["ahead_gpu_us"], row["ahead_host_us"], row["windows"]["ahead"] = timed_loop(
+            fn, leaves, cache, iters, True)
     runner.clear_grads()
     return row
 
@@ -160,6 +181,10 @@ def main():
     ap.add_argument("--after-setup", default="", metavar="NAMES",
                     help="providers (comma-separated) set up as the bench does before each "
                          "problem is probed")
+    ap.add_argument("--clock", action="store_true",
+                    help="sample the SM clock and power (nvidia-smi, every 50 ms) and give each "
+                         "mode's median clock and cycles per call; use --iters 1000 or more, "
+                         "so that the loops span several samples")
     args = ap.parse_args()
     after = [n for n in args.after_setup.split(",") if n]
     unknown = [n for n in after if n not in PROVIDERS]
@@ -180,11 +205,45 @@ def main():
                   f"{statistics.median(cudnn) / statistics.median(ours):.3f}", flush=True)
         write_json(args.out, {"rounds": out})
         return
-    from flashtriton.kernels import common
     sides = [("flashtriton", True), ("flashtriton", False), ("sdpa_cudnn", True)]
     rows = []
     print(f"{'provider':22s} {'problem':16s} {'do_bench':>9s} {'loop GPU':>9s} {'host':>7s} "
           f"{'ahead GPU':>9s} {'host':>7s}  (µs per call)")
+    with sample_clock() if args.clock else contextlib.nullcontext() as samples:
+        probe_all(args, after, sides, rows)
+    if args.clock:
+        print_clock(rows, samples)
+    write_json(args.out, {"rows": rows, **({"smi_samples": samples} if args.clock else {})})
+
+
+MODES = (("do_bench", "do_bench_us"), ("loop", "loop_gpu_us"), ("ahead", "ahead_gpu_us"))
+
+
+def print_clock(rows: list[dict], samples) -> None:
+    """Each row's median clock per mode (``row["clock"]``) and the cycles per call they give."""
+    print(f"{'provider':22s} {'problem':16s} " + " ".join(f"{m + ' MHz':>13s} {'kcycles':>8s}"
+                                                       for m, _ in MODES))
+    for row in rows:
+        row["clock"] = {mode: clock_between(samples, *row["windows"][mode]) for mode, _ in MODES}
+        cells = []
+        for mode, key in MODES:
+            mhz = row["clock"][mode]["sm_mhz"]
+            cells.append(f"{mhz:13.0f} {row[key] * mhz / 1e3:8.1f}" if mhz else
+                         f"{'no sample':>13s} {'':8s}")
+        problem = f"{row['pass']} d{row['headdim']} {'causal' if row['causal'] else 'full'}"
+        print(f"{side_name(row):22s} {problem:16s} " + " ".join(cells), flush=True)
+
+
+def side_name(row: dict) -> str:
+    """The provider, and for flashtriton whether its call plans were on."""
+    return row["provider"] + ("" if row["provider"] != "flashtriton" else
+                              " plans " + ("on" if row["plans"] else "off"))
+
+
+def probe_all(args, after: list[str], sides, rows: list[dict]) -> None:
+    """The probe of each problem and side (after ``after``'s set-up), appended to ``rows``
+    and printed as it comes."""
+    from flashtriton.kernels import common
     for pass_name, headdim, causal in args.problems:
         problem = bench_problem(headdim, causal, args.seqlen)
         inputs = make_inputs(problem)
@@ -196,15 +255,12 @@ def main():
             row["plans"] = plans
             row["after_setup"] = after
             rows.append(row)
-            name = provider + ("" if provider != "flashtriton" else
-                               " plans " + ("on" if plans else "off"))
-            print(f"{name:22s} {pass_name} d{headdim} {'causal' if causal else 'full':6s}   "
+            print(f"{side_name(row):22s} {pass_name} d{headdim} {'causal' if causal else 'full':6s}   "
                   f"{row['do_bench_us']:9.1f} {row['loop_gpu_us']:9.1f} "
                   f"{row['loop_host_us']:7.1f} {row['ahead_gpu_us']:9.1f} "
                   f"{row['ahead_host_us']:7.1f}", flush=True)
         for run in opened:
             run.release()
-    write_json(args.out, {"rows": rows})
 
 
 def write_json(path: str | None, payload: dict) -> None:

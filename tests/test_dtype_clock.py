@@ -1,6 +1,6 @@
-"""scripts/dtype_clock.py's bookkeeping, on text nvidia-smi writes and on session 15's committed
-run: which samples fall inside a timing, its clock and cycles, and the fp16-against-bf16 ratios,
-recomputed here from the timings."""
+"""scripts/dtype_clock.py's bookkeeping on session 15's committed run: each timing's clock and
+cycles, and the fp16-against-bf16 ratios, recomputed here from the timings (the clock samples'
+own bookkeeping: tests/test_clock.py)."""
 
 import json
 import statistics
@@ -17,27 +17,6 @@ RUN = ROOT / "bench/results/2026-11-30-s15-dtype-clock.json"
 @pytest.fixture(scope="module")
 def dtype_clock():
     return load_script("dtype_clock")
-
-
-def test_samples_read_from_nvidia_smi_lines(dtype_clock, tmp_path):
-    log = tmp_path / "smi.csv"
-    log.write_text("timestamp, clocks.current.sm [MHz], power.draw [W]\n"
-                   "2026/11/30 06:10:01.250, 1980 MHz, 412.37 W\n"
-                   "2026/11/30 06:10:01.300, 1755 MHz, 699.02 W\n"
-                   "2026/11/30 06:10:01.35")  # cut off mid-line when the sampler stopped
-    samples = dtype_clock.read_samples(str(log))
-    assert [(mhz, w) for _, mhz, w in samples] == [(1980.0, 412.37), (1755.0, 699.02)]
-    assert samples[1][0] - samples[0][0] == pytest.approx(0.05, abs=1e-6)
-
-
-def test_clock_of_a_timing_is_the_median_of_its_samples(dtype_clock):
-    samples = [(10.0, 1900.0, 500.0), (10.1, 1700.0, 690.0), (10.2, 1800.0, 600.0),
-               (10.3, 1500.0, 700.0)]
-    rows = [{"t0": 10.05, "t1": 10.25, "us": 100.0}, {"t0": 11.0, "t1": 12.0, "us": 100.0}]
-    dtype_clock.attach_clock(rows, samples)
-    assert (rows[0]["samples"], rows[0]["sm_mhz"], rows[0]["watts"]) == (2, 1750.0, 645.0)
-    assert rows[0]["kcycles"] == pytest.approx(175.0)
-    assert rows[1]["samples"] == 0 and rows[1]["kcycles"] is None  # no sample: no clock
 
 
 def test_a_side_without_samples_is_an_error(dtype_clock):
