@@ -185,7 +185,11 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUO
 # A/B of that (2026-11-30-s24-ab-fwd-d64-pp-inproc-*.json, 12 paired rounds a row, against
 # three without ping-pong, and two consumers at 8k causal): 4k +4.2%, 8k +4.1%, 16k +4.0%,
 # causal 8k +2.3%, 16k +3.1%. Ping-pong on two causal consumers, in the same A/B: 1k +1.8%
-# (paired rounds -8.0..+14.6%), 4k -1.3%: not taken.
+# (paired rounds -8.0..+14.6%), 4k -1.3%: not taken then. Session 26, after the turns moved to
+# named barriers (fwd_gluon_tile._turn), ping-pong on the two d64 consumers (_FWD_GLUON above,
+# the rows below THREE_CONSUMERS_FWD_FROM), A/B 2026-11-30-s26-ab-fwd-d64-pp2-inproc-*.json (12
+# paired rounds a row): causal 1k +3.4% (paired -0.2..+5.9%), 2k -0.1%, 4k -0.1%; without a mask
+# 1k +0.6%, 2k -0.4%. Taken.
 THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 8192}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
                                                 persistent=True)
