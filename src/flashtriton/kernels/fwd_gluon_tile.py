@@ -17,8 +17,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 # partitions use ids 0-4), as FlashAttention-3's scheduler barriers do. An mbarrier arrival is
 # made by one thread after a warpgroup barrier (Triton puts one before every ``mbarrier.arrive``);
 # on the turn's mbarrier that barrier held each consumer 3.5-5.7% of its samples. Named
-# barriers: +0.4 to +0.9% at d128, level at d64 (docs/perf-log.md, session 26). A program's last
-# hand-over is never waited for; it ends with the program.
+# barriers, in an A/B: d128 +0.4 to +0.9% in 5 of 6 rows (-0.2% at 1k causal), d64 +0.0 to
+# +0.4%, about the +-0.8% its rows without ping-pong moved (docs/perf-log.md, session 26). A
+# program's last hand-over is never waited for; it ends with the program.
 TURN_BARRIER = gl.constexpr(8)
 
 
