@@ -66,7 +66,9 @@ FULL = GridSpec()
 # per configuration 3.5-10 s of our kernels compiling on a cold cache (0.2-2.8 s warm), 3-12 s
 # of FlexAttention compiling (one recompile per shape), 0.3-2.3 s of cuDNN building its plans,
 # under 2 s for each other provider, and 1 s of warm-up per measurement. With the three default
-# providers 154 s cold, 95 s warm; with all six 323 s cold.
+# providers 154 s cold, 95 s warm; with all six 323 s cold (those three with every provider of a
+# configuration set up before the first was timed); session 26, each provider set up right
+# before its own timing, as now: three providers 174 s cold.
 QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
                  causal=(False, True), passes=("fwd", "bwd"))
 QUICK_PROVIDERS = ("flashtriton", "sdpa_cudnn", "sdpa_flash")
