@@ -255,7 +255,8 @@ def probe_all(args, after: list[str], sides, rows: list[dict]) -> None:
             row["plans"] = plans
             row["after_setup"] = after
             rows.append(row)
-            print(f"{side_name(row):22s} {pass_name} d{headdim} {'causal' if causal else 'full':6s}   "
+            mask = "causal" if causal else "full"
+            print(f"{side_name(row):22s} {pass_name} d{headdim} {mask:6s}   "
                   f"{row['do_bench_us']:9.1f} {row['loop_gpu_us']:9.1f} "
                   f"{row['loop_host_us']:7.1f} {row['ahead_gpu_us']:9.1f} "
                   f"{row['ahead_host_us']:7.1f}", flush=True)
