@@ -255,7 +255,7 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     low64, _ = attention_ref(q64, k64, v64, upcast=False)
     assert_close(out64, ref64, low64, name="out (d64)")
     # d64 causal: two consumers, persistent at every length, below 8192 keys; three from there,
-    # with ping-pong among them (the two as well: branch fwd-d64-pp2)
+    # with ping-pong among them, as between the two (session 26)
     for seqlen, block_m in ((4096, 128), (8192, 192)):
         qc, kc, vc = (randn(1, seqlen, 1, 64, dtype=BF16) for _ in range(3))
         out_c = flash_attn_func(qc, kc, vc, causal=True)
