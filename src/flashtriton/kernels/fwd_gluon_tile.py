@@ -152,7 +152,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     also take turns to issue, so that one's softmax runs under the other's products: ``_turn``;
     ``turn``'s shape says how many consumers take turns, 1 without ping-pong). Ring positions
     start at ``kv`` (the persistent kernel carries them across tiles); ``RELEASE_Q`` (the
-    persistent kernel): arrive on ``qe`` once the last S product has completed. ``ONE_PATH``: ``_masked_softmax``'s.
+    persistent kernel): arrive on ``qe`` once the last S product has completed. ``ONE_PATH``:
+    ``_masked_softmax``'s.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
