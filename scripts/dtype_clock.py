@@ -22,8 +22,8 @@ import time
 import torch
 
 from flashtriton.analysis.clock import attach_clock, sample_clock
-from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
-from flashtriton.bench.providers import DTYPES, PROVIDERS, Problem, make_inputs
+from flashtriton.bench.harness import GPU_WARMUP_MS, bench_problem, parse_problems
+from flashtriton.bench.providers import PROVIDERS, make_inputs
 
 PROVIDER_NAMES = ("flashtriton", "sdpa_cudnn")
 COMPARED = ("bf16", "fp16")
@@ -35,8 +35,7 @@ def time_problem(pass_name: str, headdim: int, causal: bool, seqlen: int, rounds
     import triton.testing
     sides = []
     for dtype_name in COMPARED:
-        problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
-                          DTYPES[dtype_name])
+        problem = bench_problem(headdim, seqlen, causal, dtype_name)
         inputs = make_inputs(problem)  # same seed: the same values in both types
         for name in PROVIDER_NAMES:
             runner = PROVIDERS[name].setup(problem, inputs)
@@ -90,12 +89,10 @@ def main():
     ap.add_argument("--round-ms", type=int, default=200)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    problems = []
-    for item in args.problems.split(","):
-        pass_name, headdim, causal = item.split(":")
-        if pass_name not in ("fwd", "bwd") or causal not in ("0", "1"):
-            raise SystemExit(f"bad problem {item!r}: want pass:headdim:causal, e.g. fwd:128:0")
-        problems.append((pass_name, int(headdim), causal == "1"))
+    try:
+        problems = parse_problems(args.problems)
+    except ValueError as exc:
+        raise SystemExit(f"dtype_clock: {exc}") from None
     with sample_clock() as samples:
         rows = [row for p in problems
                 for row in time_problem(*p, args.seqlen, args.rounds, args.round_ms)]

@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from flashtriton.bench.harness import HIDDEN, TOKENS
-from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
+from flashtriton.bench.harness import bench_problem
+from flashtriton.bench.providers import PROVIDERS, make_inputs
 
 PROBLEMS = [("bwd", 128, False), ("bwd", 128, True), ("bwd", 64, False), ("fwd", 64, True),
             ("fwd", 128, False)]
@@ -67,8 +67,7 @@ def measure(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: i
     ``alternate_plans`` two ("plans off", "plans on"), their calls interleaved one by one so
     that the host's drift affects both alike."""
     from flashtriton.kernels import common
-    problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
-                      torch.bfloat16)
+    problem = bench_problem(headdim, seqlen, causal)
     runner = PROVIDERS[provider].setup(problem, make_inputs(problem))
     sides = ["plans off", "plans on"] if alternate_plans else [""]
     walls: dict = {side: [] for side in sides}

@@ -29,7 +29,7 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
+from flashtriton.bench.harness import GPU_WARMUP_MS, bench_problem
 from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
 
 
@@ -96,8 +96,7 @@ def main():
     args = ap.parse_args()
     if args.iters < 1:
         ap.error("--iters must be at least 1")
-    problem = Problem(TOKENS // args.seqlen, HIDDEN // args.headdim, args.seqlen, args.headdim,
-                      args.causal, torch.bfloat16)
+    problem = bench_problem(args.headdim, args.seqlen, args.causal)
     rows = [breakdown(name, problem, args.pass_, args.iters, args.clear_l2)
             for name in args.providers.split(",")]
     print(f"{args.pass_} {problem.describe()}: mean GPU time per call, µs")

@@ -18,8 +18,8 @@ from typing import Callable
 
 import torch
 
-from flashtriton.bench.harness import HIDDEN, TOKENS
-from flashtriton.bench.providers import DTYPES, PROVIDERS, Problem, Runner, make_inputs
+from flashtriton.bench.harness import bench_problem
+from flashtriton.bench.providers import PROVIDERS, Problem, Runner, make_inputs
 
 
 def build_pass(provider: str, pass_name: str,
@@ -52,8 +52,7 @@ def main():
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--causal", action="store_true")
     args = ap.parse_args()
-    problem = Problem(TOKENS // args.seqlen, HIDDEN // args.headdim, args.seqlen, args.headdim,
-                      args.causal, DTYPES[args.dtype])
+    problem = bench_problem(args.headdim, args.seqlen, args.causal, args.dtype)
     step, _ = build_pass(args.provider, args.pass_, problem)
     for _ in range(3):
         step()

@@ -45,7 +45,7 @@ import time
 import torch
 
 from flashtriton.analysis.clock import clock_between, sample_clock
-from flashtriton.bench.harness import GPU_WARMUP_MS, HIDDEN, TOKENS
+from flashtriton.bench.harness import GPU_WARMUP_MS, bench_problem, parse_problems
 from flashtriton.bench.providers import PROVIDERS, Problem, make_inputs
 
 PROBLEMS = [("bwd", 128, False), ("bwd", 64, False), ("fwd", 64, True), ("fwd", 128, False)]
@@ -82,22 +82,6 @@ def timed_loop(fn, leaves, cache, iters: int, ahead: bool) -> tuple[float, float
     return statistics.median(gpu), statistics.median(host), window
 
 
-def bench_problem(headdim: int, causal: bool, seqlen: int) -> Problem:
-    return Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal, torch.bfloat16)
-
-
-def parse_problems(text: str) -> list[tuple[str, int, bool]]:
-    """``fwd:128:0,bwd:64:1`` as [("fwd", 128, False), ("bwd", 64, True)]."""
-    problems = []
-    for item in text.split(","):
-        parts = item.split(":")
-        if len(parts) != 3 or parts[0] not in ("fwd", "bwd") or parts[2] not in ("0", "1"):
-            raise ValueError(f"--problems: expected pass:headdim:causal (causal 0 or 1), got "
-                             f"{item!r}")
-        problems.append((parts[0], int(parts[1]), parts[2] == "1"))
-    return problems
-
-
 def open_like_the_bench(names: list[str], problem: Problem, inputs, passes) -> list:
     """The bench's set-up phase for ``names`` on ``problem``: the opened ProviderRuns (alive
     until released), each as the harness opens it."""
@@ -125,7 +109,7 @@ def probe(provider: str, pass_name: str, headdim: int, causal: bool, seqlen: int
           iters: int, inputs=None) -> dict:
     import triton.testing
     from triton.runtime import driver
-    problem = bench_problem(headdim, causal, seqlen)
+    problem = bench_problem(headdim, seqlen, causal)
     runner = PROVIDERS[provider].setup(problem, inputs or make_inputs(problem))
     cache = driver.active.get_empty_cache_for_benchmark()
     with runner.context():
@@ -150,7 +134,7 @@ def rounds(pass_name: str, headdim: int, causal: bool, seqlen: int, n: int,
            round_ms: int) -> dict:
     """Per-round do_bench medians (µs) of flashtriton and sdpa_cudnn, timed in turn."""
     import triton.testing
-    problem = bench_problem(headdim, causal, seqlen)
+    problem = bench_problem(headdim, seqlen, causal)
     inputs = make_inputs(problem)
     names = ["flashtriton", "sdpa_cudnn"]
     runners = [PROVIDERS[name].setup(problem, inputs) for name in names]
@@ -245,7 +229,7 @@ def probe_all(args, after: list[str], sides, rows: list[dict]) -> None:
     and printed as it comes."""
     from flashtriton.kernels import common
     for pass_name, headdim, causal in args.problems:
-        problem = bench_problem(headdim, causal, args.seqlen)
+        problem = bench_problem(headdim, args.seqlen, causal)
         inputs = make_inputs(problem)
         opened = open_like_the_bench(after, problem, inputs, (pass_name,)) if after else []
         for provider, plans in sides:

@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from flashtriton.bench.harness import HIDDEN, TOKENS
-from flashtriton.bench.providers import DTYPES, PROVIDERS, Problem, make_inputs
+from flashtriton.bench.harness import bench_problem
+from flashtriton.bench.providers import PROVIDERS, make_inputs
 
 WINDOWS_MS = (0, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000)
 DEFAULT_CASES = (
@@ -82,8 +82,7 @@ class Calls:
     def get(self, target: str):
         if target not in self.cache:
             name, pass_name, headdim, seqlen, causal = parse_target(target)
-            problem = Problem(TOKENS // seqlen, HIDDEN // headdim, seqlen, headdim, causal,
-                              DTYPES["bf16"])
+            problem = bench_problem(headdim, seqlen, causal)
             runner = PROVIDERS[name].setup(problem, make_inputs(problem))
             with runner.context():
                 fn = runner.callable_for(pass_name)

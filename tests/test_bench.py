@@ -479,3 +479,19 @@ def test_importing_the_bench_pulls_in_no_rich_or_matplotlib():
 def test_problem_describes_itself():
     p = Problem(batch=2, heads=2, seqlen=32, headdim=16, causal=True, dtype=torch.bfloat16, device="cpu")
     assert p.describe() == "bf16 b2 h2 s32 d16 causal"
+
+
+def test_one_problem_as_the_grid_makes_it_and_problems_parsed():
+    """``harness.bench_problem`` (the scripts' one problem) is the grid's own problem, and
+    ``harness.parse_problems`` (their ``--problems``) reads pass:headdim:causal and refuses
+    anything else."""
+    problem = harness.bench_problem(64, 1024, True)
+    assert (problem.batch, problem.heads, problem.seqlen, problem.causal) == (16, 32, 1024, True)
+    assert problem.dtype == torch.bfloat16 and problem.device == "cuda"
+    grid = harness.GridSpec(headdims=(128,), seqlens=(4096,), dtypes=("fp16",), causal=(False,))
+    assert grid.problems("cpu") == [harness.bench_problem(128, 4096, False, "fp16", "cpu")]
+    assert harness.parse_problems("fwd:128:0,bwd:64:1") == [("fwd", 128, False),
+                                                            ("bwd", 64, True)]
+    for bad in ("fwd:128", "fwd_bwd:64:0", "fwd:64:yes", "fwd:d64:0"):
+        with pytest.raises(ValueError, match="pass:headdim:causal"):
+            harness.parse_problems(bad)

@@ -52,11 +52,33 @@ class GridSpec:
     hidden: int = HIDDEN
 
     def problems(self, device: str) -> list[Problem]:
-        return [Problem(batch=max(1, self.tokens // seqlen), heads=max(1, self.hidden // headdim),
-                        seqlen=seqlen, headdim=headdim, causal=causal, dtype=DTYPES[dtype],
-                        device=device)
+        return [bench_problem(headdim, seqlen, causal, dtype, device, self.tokens, self.hidden)
                 for dtype in self.dtypes for causal in self.causal
                 for headdim in self.headdims for seqlen in self.seqlens]
+
+
+def bench_problem(headdim: int, seqlen: int, causal: bool, dtype: str = "bf16",
+                  device: str = "cuda", tokens: int = TOKENS, hidden: int = HIDDEN) -> Problem:
+    """The grid's problem at (headdim, seqlen): batch·seqlen = ``tokens``, heads·headdim =
+    ``hidden``; ``dtype`` by name (``DTYPES``). The scripts that time or profile one problem
+    as the bench does take it from here."""
+    return Problem(batch=max(1, tokens // seqlen), heads=max(1, hidden // headdim),
+                   seqlen=seqlen, headdim=headdim, causal=causal, dtype=DTYPES[dtype],
+                   device=device)
+
+
+def parse_problems(text: str) -> list[tuple[str, int, bool]]:
+    """A script's ``--problems``: ``fwd:128:0,bwd:64:1`` as [("fwd", 128, False), ("bwd", 64,
+    True)] (pass, head dim, causal 0 or 1)."""
+    problems = []
+    for item in text.split(","):
+        parts = item.split(":")
+        if (len(parts) != 3 or parts[0] not in ("fwd", "bwd") or not parts[1].isdigit()
+                or parts[2] not in ("0", "1")):
+            raise ValueError(f"--problems: expected pass:headdim:causal (causal 0 or 1), got "
+                             f"{item!r}")
+        problems.append((parts[0], int(parts[1]), parts[2] == "1"))
+    return problems
 
 
 FULL = GridSpec()
