@@ -67,14 +67,23 @@ def _row_max(s):
     return gl.convert_layout(gl.max(part, 1), gl.SliceLayout(1, s.type.layout), assert_trivial=True)
 
 
+# A row's running max moves only when a tile's scores pass it by more than this (log2 units):
+# until then P is taken against the old max (its values up to 2^RESCALE_SLACK, within 16-bit
+# range and exact in relative terms) and alpha is exactly 1, so that a warp whose rows all
+# keep their max skips O's rescale (``_rescale``), as FlashAttention-4 does on Blackwell.
+RESCALE_SLACK = gl.constexpr(8.0)
+
+
 @gluon.jit
 def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
     positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
     at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
-    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0.
+    max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0. The
+    max moves only by more than ``RESCALE_SLACK``; l and O are kept against the max it holds.
     ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``)."""
-    m_new = gl.maximum(m_i, _row_max(s) * qk_scale)
+    m_seen = _row_max(s) * qk_scale
+    m_new = gl.where(m_seen > m_i + RESCALE_SLACK, m_seen, m_i)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     if NO_SUM:
@@ -82,6 +91,39 @@ def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False):
     else:
         l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
+
+
+@gluon.jit
+def _rescale(acc, alpha):
+    """``acc * alpha`` (alpha per row, in ``acc``'s row layout) where any row of the warp has
+    alpha != 1, else ``acc`` untouched: the warp votes (``vote.sync.any``) and branches around
+    the multiplies, one asm block over all of a thread's accumulator values (a thread holds two
+    rows, r and r + 8, in column pairs: its values' alphas alternate in pairs)."""
+    BLOCK_M: gl.constexpr = acc.type.shape[0]
+    HEAD_DIM: gl.constexpr = acc.type.shape[1]
+    WARPS: gl.constexpr = gl.num_warps()
+    N: gl.constexpr = BLOCK_M * HEAD_DIM // (WARPS * 32)  # values per thread
+    acc, scale = gl.broadcast(acc, gl.expand_dims(alpha, 1))
+    return gl.inline_asm_elementwise(_RESCALE_ASM[N], _RESCALE_CONSTRAINTS[N], [acc, scale],
+                                     dtype=gl.float32, is_pure=True, pack=N)
+
+
+def _rescale_asm(n: int) -> tuple[str, str]:
+    """The asm and constraints of ``_rescale`` for ``n`` values per thread: outputs $0..n-1 tied
+    to the values $n..2n-1, alphas $2n..3n-1 (the thread's two rows' alphas at 2n and 2n + 2)."""
+    head = ("{\n\t.reg .pred p, q;\n\t"
+            f"setp.neu.f32 p, ${2 * n}, 0f3F800000;\n\t"
+            f"setp.neu.f32 q, ${2 * n + 2}, 0f3F800000;\n\t"
+            "or.pred p, p, q;\n\tvote.sync.any.pred p, p, 0xffffffff;\n\t"
+            "@!p bra.uni RESCALE_DONE_${:uid};\n\t")
+    body = "".join(f"mul.f32 ${i}, ${i}, ${2 * n + i};\n\t" for i in range(n))
+    asm = head + body + "RESCALE_DONE_${:uid}:\n\t}"
+    constraints = ",".join(["=r"] * n + [str(i) for i in range(n)] + ["r"] * n)
+    return asm, constraints
+
+
+_RESCALE_ASM = gl.constexpr({n: _rescale_asm(n)[0] for n in (32, 64, 128)})
+_RESCALE_CONSTRAINTS = gl.constexpr({n: _rescale_asm(n)[1] for n in (32, 64, 128)})
 
 
 @gluon.jit
@@ -208,7 +250,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             s_next = warpgroup_mma(
                 q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                 zero_s, use_acc=False, is_async=True)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            acc = _rescale(acc, gl.convert_layout(alpha, row_o))
             p_op = gl.convert_layout(p16, p_layout)
             mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
             acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
@@ -234,7 +276,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         slot = (kv + n_own - 1) % STAGES
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        acc = _rescale(acc, gl.convert_layout(alpha, row_o))
         p_op = gl.convert_layout(p16, p_layout)
         mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
@@ -272,7 +314,10 @@ def _normalize(acc, m_i, l_i):
     seen = l_i > 0.0
     l_safe = gl.where(seen, l_i, 1.0)
     lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    out = acc / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, acc.type.layout)), 1)
+    # one division per row and a multiply per value (a division per value is a dozen
+    # instructions of range handling)
+    inv = gl.convert_layout(1.0 / l_safe, gl.SliceLayout(1, acc.type.layout))
+    out = acc * gl.expand_dims(inv, 1)
     return out, lse
 
 
