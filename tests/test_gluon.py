@@ -192,6 +192,40 @@ def test_gluon_forward_peaked_scores(d, causal, dtype, blocks):
     assert (lse.double() - ref_lse.double()).abs().max() < lse_bound(d, dtype)
 
 
+@pytest.mark.parametrize("d,causal,dtype,blocks", [
+    pytest.param(128, False, BF16, S2, id="d128-one-program-per-tile"),
+    pytest.param(128, True, F16, (128, 128, 4, 2, True, True), id="d128-causal-fp16-persistent"),
+    pytest.param(64, False, BF16, (192, 128, 4, 2, True, True), id="d64-three-consumers"),
+    pytest.param(256, False, BF16, D256PERS, id="d256-persistent"),
+])
+def test_gluon_forward_max_rising_along_the_keys(d, causal, dtype, blocks):
+    """Scores that rise along the keys, per head by about 0.5, 5 and 12 log2 units per 128-key
+    tile, and falling in the fourth: each row's running max moves by less than
+    ``fwd_gluon_tile.RESCALE_SLACK`` (8) per tile in the first two heads (O and l kept against
+    a stale max, P up to 2^8), by more in the third (O rescaled, mid-sequence), and never after
+    the first tile in the fourth; out and lse as the float64 reference's."""
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    b, s, h = 1, 1000, 4
+    params = make_params(d, causal=causal)
+    q = randn(b, s, h, d, dtype=torch.float32, scale=0.3)
+    k = randn(b, s, h, d, dtype=torch.float32, scale=0.3)
+    v = randn(b, s, h, d, dtype=dtype)
+    # the score's rise per key, in log2 units: q[..., 0] * slope * scale * log2(e) per key
+    rise = torch.tensor([0.5, 5.0, 12.0, -5.0]) / 128
+    q[..., 0] = 4.0
+    k[..., 0] = torch.arange(s).view(1, s, 1) * rise / (4.0 * params.softmax_scale * math.log2(math.e))
+    q, k = q.to(dtype), k.to(dtype)
+    out, lse = attn_fwd_gluon(q, k, v, params, *blocks)
+    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) * params.softmax_scale
+    top = scores[0, :, -1].max(-1).values / math.log(2.0)  # the last row's max, log2 units
+    assert top[2] - top[0] > 60, "the third head's max must rise far beyond the slack"
+    assert_close(out, ref, low, name="out")
+    assert (lse.double() - ref_lse.double()).abs().max() < lse_bound(d, dtype)
+
+
 @pytest.mark.parametrize("d,causal,dtype,blocks,rowsum", [
     pytest.param(64, True, BF16, (128, 128, 4, 2, False, True), False, id="d64-causal-fp32-sums"),
     pytest.param(64, False, BF16, (192, 128, 4, 2, False, True), False, id="d64-c3-fp32-sums"),

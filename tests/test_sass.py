@@ -298,6 +298,41 @@ def test_forward_turns_on_named_barriers():
     assert (off_arrive, off_sync) == (0, 0)
 
 
+_RESCALE_CHILD = """
+import json, re, torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from flashtriton.analysis.sass import capture_launches
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d, block_m, block_n, persistent in [(128, 128, 128, False), (64, 192, 128, True),
+                                        (256, 128, 64, True)]:
+    q = torch.empty(1, 4096, 2, d, dtype=torch.bfloat16)
+    (la,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), block_m, block_n, 4,
+                                                    2, True, persistent))
+    ptx = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
+                         target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
+    blocks = re.findall(r"vote\\.sync\\.any\\.pred p, p, 0xffffffff;(.*?)RESCALE_DONE_\\d+:", ptx, re.S)
+    alphas = [re.findall(r"mul\\.f32 %r\\d+, %r\\d+, (%r\\d+);", b) for b in blocks]
+    pairs = all(len(a) == d // 2 and len(set(a)) == 2 and a[0] == a[1] != a[2] == a[3]
+                and a[:4] * (len(a) // 4) == a for a in alphas)
+    out.append([len(blocks), pairs, len(re.findall(r"div\\.[a-z.]*f32", ptx))])
+print(json.dumps(out))
+"""
+
+
+def test_forward_rescale_skipped_by_a_warp_vote():
+    """O's rescale (``fwd_gluon_tile._rescale``): at least one voted block per consumer, each
+    multiplying a thread's d/2 accumulator values by its two rows' alphas in pairs (r, r, r+8,
+    r+8: the accumulator's register order, which the vote's two alphas assume); and the final
+    normalization divides once per row, not once per value (d/2 divisions a consumer before)."""
+    rows = compile_child(_RESCALE_CHILD)
+    for (blocks, pairs, divs), consumers, d in zip(rows, (2, 3, 2), (128, 64, 256)):
+        assert blocks >= consumers and pairs, (d, blocks, pairs)
+        assert divs <= 4 * consumers < d // 2, (d, divs)
+
+
 def test_pinned_triton_has_the_tma_reduction():
     """The Gluon backward adds dQ by TMA reductions; without the builder call the public
     backward would fall back to the tl kernels on sm_90 (gluon_bwd_eligible)."""

@@ -1,8 +1,13 @@
 """One consumer warpgroup's work in the Gluon forward (kernels/fwd_gluon.py): its rows of Q
 against a tile of work's K/V tiles with the online softmax (``_attend_tile``), the softmax
-step and its mask, P's conversion for the P·V product, the optional row sums on the tensor
-cores (``ROWSUM_MMA``), and the final normalization. The kernels, their partitions, the
-producers and the launcher are in fwd_gluon.py.
+step and its mask, O's rescale (skipped by a warp whose rows keep their max: the max moves
+only by more than ``RESCALE_SLACK``), P's conversion for the P·V product, the optional row sums
+on the tensor cores (``ROWSUM_MMA``), and the final normalization. The kernels, their
+partitions, the producers and the launcher are in fwd_gluon.py.
+
+The skipped rescale and the normalization by a reciprocal, in an A/B against the rescale of every
+step and a division per value (docs/perf-log.md, session 27): +1.2 to +4.4% in the 12 forward
+rows of d64 and d128 at 1k-16k keys, causal or not.
 """
 
 from __future__ import annotations
@@ -190,7 +195,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
     step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
-    of S[j+1] while ``P[j] V[j]`` runs (FlashAttention-3's order; with ping-pong the consumers
+    of S[j+1] while ``P[j] V[j]`` runs, O rescaled by the step's alpha before its product
+    (``_rescale``) (FlashAttention-3's order; with ping-pong the consumers
     also take turns to issue, so that one's softmax runs under the other's products: ``_turn``;
     ``turn``'s shape says how many consumers take turns, 1 without ping-pong). Ring positions
     start at ``kv`` (the persistent kernel carries them across tiles); ``RELEASE_Q`` (the
