@@ -214,7 +214,8 @@ def test_gluon_forward_max_rising_along_the_keys(d, causal, dtype, blocks):
     # the score's rise per key, in log2 units: q[..., 0] * slope * scale * log2(e) per key
     rise = torch.tensor([0.5, 5.0, 12.0, -5.0]) / 128
     q[..., 0] = 4.0
-    k[..., 0] = torch.arange(s).view(1, s, 1) * rise / (4.0 * params.softmax_scale * math.log2(math.e))
+    per_unit = 4.0 * params.softmax_scale * math.log2(math.e)  # log2 units per unit of k[..., 0]
+    k[..., 0] = torch.arange(s).view(1, s, 1) * rise / per_unit
     q, k = q.to(dtype), k.to(dtype)
     out, lse = attn_fwd_gluon(q, k, v, params, *blocks)
     ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)

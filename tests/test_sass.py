@@ -313,7 +313,8 @@ for d, block_m, block_n, persistent in [(128, 128, 128, False), (64, 192, 128, T
                                                     2, True, persistent))
     ptx = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
                          target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
-    blocks = re.findall(r"vote\\.sync\\.any\\.pred p, p, 0xffffffff;(.*?)RESCALE_DONE_\\d+:", ptx, re.S)
+    blocks = re.findall(r"vote\\.sync\\.any\\.pred p, p, 0xffffffff;(.*?)RESCALE_DONE_\\d+:", ptx,
+                        re.S)
     alphas = [re.findall(r"mul\\.f32 %r\\d+, %r\\d+, (%r\\d+);", b) for b in blocks]
     pairs = all(len(a) == d // 2 and len(set(a)) == 2 and a[0] == a[1] != a[2] == a[3]
                 and a[:4] * (len(a) // 4) == a for a in alphas)
