@@ -5,8 +5,8 @@
 #
 # WHAT (default quick):
 #   quick        the --quick subset (headdim 128,64; seqlen 1k,4k,16k; bf16; fwd,bwd; causal both)
-#                with its default providers flashtriton, sdpa_cudnn and sdpa_flash: 154-174 s
-#                on a fresh machine (our kernels compile), 95 s with warm caches (sessions 25-26)
+#                with its default providers flashtriton, sdpa_cudnn and sdpa_flash: 154-181 s
+#                on a fresh machine (our kernels compile), 95 s with warm caches (sessions 25-27)
 #   quick-all    the same with all six providers (the README's table): 323 s on a fresh machine
 #                (session 25; FlexAttention compiles once per configuration)
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)

@@ -33,7 +33,9 @@ clock and board power sampled by ``nvidia-smi`` every 50 ms, and for each row an
 median clock of the samples inside its timed window, with the cycles per call it gives (µs ×
 MHz). If two runs' per-call times differ while their cycles agree, the clock made the
 difference (session 26: the 1k forwards' ``do_bench`` and ``loop`` times moved by up to 15%
-with the set-up before them, their ``ahead`` times by under 1%; not yet run with ``--clock``).
+with the set-up before them, their ``ahead`` times by under 1%; session 27, with ``--clock``:
+where our d128 ``do_bench`` time rose 19% over its ``ahead`` time, the sampled clock fell from
+1950 to 1575 MHz and the cycles per call stayed within 4%, docs/perf-log.md).
 """
 
 import argparse

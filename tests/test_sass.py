@@ -266,21 +266,30 @@ def test_forward_row_sums_on_the_tensor_cores():
     assert hgmma_on - hgmma_off == 2 * 2 * 128 // 16, (hgmma_on, hgmma_off)
 
 
-_TURNS_CHILD = """
+# A child's prelude: ``forward_ptx`` compiles the Gluon forward's launch for 4096 keys (two
+# heads, bf16, no mask) for sm_90a and returns its PTX.
+_FORWARD_PTX = """
 import json, re, torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from flashtriton.analysis.sass import capture_launches
 from flashtriton.configs import make_params
 from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+
+def forward_ptx(d, block_m, block_n, pingpong, persistent):
+    q = torch.empty(1, 4096, 2, d, dtype=torch.bfloat16)
+    (la,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), block_m, block_n,
+                                                    4, 2, pingpong, persistent))
+    return triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
+                          target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
+"""
+
+_TURNS_CHILD = _FORWARD_PTX + """
 out = []
 for d, block_m, pingpong, persistent in [(128, 128, True, False), (64, 192, True, True),
                                          (64, 128, False, True)]:
-    q = torch.empty(1, 4096, 2, d, dtype=torch.bfloat16)
-    (la,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), block_m, 128, 4, 2,
-                                                    pingpong, persistent))
-    ptx = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
-                         target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
+    ptx = forward_ptx(d, block_m, 128, pingpong, persistent)
     out.append([len(re.findall(r"bar\\.arrive %r", ptx)), len(re.findall(r"bar\\.sync %r", ptx))])
 print(json.dumps(out))
 """
@@ -298,21 +307,11 @@ def test_forward_turns_on_named_barriers():
     assert (off_arrive, off_sync) == (0, 0)
 
 
-_RESCALE_CHILD = """
-import json, re, torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from flashtriton.analysis.sass import capture_launches
-from flashtriton.configs import make_params
-from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+_RESCALE_CHILD = _FORWARD_PTX + """
 out = []
 for d, block_m, block_n, persistent in [(128, 128, 128, False), (64, 192, 128, True),
                                         (256, 128, 64, True)]:
-    q = torch.empty(1, 4096, 2, d, dtype=torch.bfloat16)
-    (la,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), block_m, block_n, 4,
-                                                    2, True, persistent))
-    ptx = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
-                         target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
+    ptx = forward_ptx(d, block_m, block_n, True, persistent)
     blocks = re.findall(r"vote\\.sync\\.any\\.pred p, p, 0xffffffff;(.*?)RESCALE_DONE_\\d+:", ptx,
                         re.S)
     alphas = [re.findall(r"mul\\.f32 %r\\d+, %r\\d+, (%r\\d+);", b) for b in blocks]

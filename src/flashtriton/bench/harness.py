@@ -90,7 +90,7 @@ FULL = GridSpec()
 # under 2 s for each other provider, and 1 s of warm-up per measurement. With the three default
 # providers 154 s cold, 95 s warm; with all six 323 s cold (those three with every provider of a
 # configuration set up before the first was timed); session 26, each provider set up right
-# before its own timing, as now: three providers 174 s cold.
+# before its own timing, as now: three providers 174 s cold; session 27, 181 s cold.
 QUICK = GridSpec(headdims=(128, 64), seqlens=(1024, 4096, 16384), dtypes=("bf16",),
                  causal=(False, True), passes=("fwd", "bwd"))
 QUICK_PROVIDERS = ("flashtriton", "sdpa_cudnn", "sdpa_flash")
