@@ -29,7 +29,8 @@
 # d64 persistent forward on three consumers, with and without ping-pong among them, 4k and 16k,
 # causal or not), fwd-pp-d64 (ping-pong on two and three consumers at d64, 1k to 8k keys),
 # fwd-c3-more (three consumers with ping-pong: 2 or 3 ring slots, 128- or 64-key tiles; and in
-# float16).
+# float16), bwd-d64-m128 (the d64 backward with 128-query steps, split dQ not deferred, against
+# the shipped 64-query launches).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -160,6 +161,12 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
     # session 24, after three consumers took ping-pong: their ring depth and key-tile width, and
     # the shipped config in float16
+    # session 28: the d64 backward with 128-query steps (split dQ, not deferred: the deferred
+    # dS buffers of four step parities do not fit; 200,136 bytes of shared memory, 480 bytes
+    # of spills, no serialized MMAs offline) against the shipped 64-query launches
+    bwd-d64-m128) sweep bwd-d64-m128 200 --pass bwd --headdims 64 --seqlens 1024,4096,16384 \
+        --causal 0,1 --bwd-space \
+        "'64:128;4;2,3;gluonsplitdeferpers|64:128;4;2;gluonsplitdefer|128:128;4;2;gluonsplit,gluonsplitpers'" ;;
     fwd-c3-more) sweep fwd-c3-more 120 --pass fwd --headdims 64 --seqlens 4096,16384 \
         --causal 0,1 --fwd-space "'192:128;4;2,3;gluonpppers|192:64;4;2,3;gluonpppers'"
         sweep fwd-c3-fp16-pp 60 --pass fwd --headdims 64 --seqlens 4096,16384 --causal 0,1 \
