@@ -24,21 +24,26 @@ OUT="${OUT:-out}"; mkdir -p "$OUT"
 run() {  # name headdim seqlen tokens hidden
   python3 -m flashtriton bench --plain --providers flashtriton sdpa_cudnn --dtypes bf16 \
       --passes fwd bwd --causal no --headdims "$2" --seqlens "$3" --tokens "$4" --hidden "$5" \
-      --rounds 4 --out "$OUT/waves-$1.json" > "$OUT/waves-$1.log" 2>&1
+      --rounds 4 --out "$OUT/waves-$1.json" < /dev/null > "$OUT/waves-$1.log" 2>&1
   echo "== $1 rc=$?"
 }
-run d64-1k-grid 64 1024 16384 2048
-run d64-1k-whole 64 1024 15360 2112
-run d64-2k-grid 64 2048 16384 2048
-run d64-2k-whole 64 2048 16384 2112
-run d128-1k-grid 128 1024 16384 2048
-run d128-1k-whole 128 1024 11264 3072
-run d128-4k-grid 128 4096 16384 2048
-run d128-4k-whole 128 4096 8192 4224
-run d64-4k-grid 64 4096 16384 2048
-run d64-4k-whole 64 4096 16384 2112
-run d128-16k-grid 128 16384 16384 2048
-run d128-16k-whole 128 16384 16384 4224
+# name, head dim, seqlen, tokens (batch·seqlen), hidden (heads·head dim)
+while read -r name d s tokens hidden; do
+  run "$name" "$d" "$s" "$tokens" "$hidden"
+done <<'CASES'
+d64-1k-grid 64 1024 16384 2048
+d64-1k-whole 64 1024 15360 2112
+d64-2k-grid 64 2048 16384 2048
+d64-2k-whole 64 2048 16384 2112
+d128-1k-grid 128 1024 16384 2048
+d128-1k-whole 128 1024 11264 3072
+d128-4k-grid 128 4096 16384 2048
+d128-4k-whole 128 4096 8192 4224
+d64-4k-grid 64 4096 16384 2048
+d64-4k-whole 64 4096 16384 2112
+d128-16k-grid 128 16384 16384 2048
+d128-16k-whole 128 16384 16384 4224
+CASES
 python3 - "$OUT" <<'EOF'
 import glob, json, os, sys
 print(f"{'case':16} {'pass':4} {'b':>3} {'h':>3} {'ours':>7} {'cuDNN':>7} {'ratio':>6}")
