@@ -159,14 +159,15 @@ for name in $SWEEPS; do
     fwd-pp-d64) sweep fwd-pp-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,8192 \
         --causal 0,1 \
         --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
-    # session 24, after three consumers took ping-pong: their ring depth and key-tile width, and
-    # the shipped config in float16
     # session 28: the d64 backward with 128-query steps (split dQ, not deferred: the deferred
     # dS buffers of four step parities do not fit; 200,136 bytes of shared memory, 480 bytes
-    # of spills, no serialized MMAs offline) against the shipped 64-query launches
+    # of spills, no serialized MMAs offline) against the shipped 64-query launches; measured
+    # 1.5-6.0% slower than the best 64-query launch in every row (…-s28-tune-bwd-d64-m128.json)
     bwd-d64-m128) sweep bwd-d64-m128 200 --pass bwd --headdims 64 --seqlens 1024,4096,16384 \
         --causal 0,1 --bwd-space \
         "'64:128;4;2,3;gluonsplitdeferpers|64:128;4;2;gluonsplitdefer|128:128;4;2;gluonsplit,gluonsplitpers'" ;;
+    # session 24, after three consumers took ping-pong: their ring depth and key-tile width, and
+    # the shipped config in float16
     fwd-c3-more) sweep fwd-c3-more 120 --pass fwd --headdims 64 --seqlens 4096,16384 \
         --causal 0,1 --fwd-space "'192:128;4;2,3;gluonpppers|192:64;4;2,3;gluonpppers'"
         sweep fwd-c3-fp16-pp 60 --pass fwd --headdims 64 --seqlens 4096,16384 --causal 0,1 \
