@@ -405,6 +405,23 @@ def test_plots_from_a_recorded_results_file(tmp_path):
     _assert_pngs(list((tmp_path / "again").glob("*.png")), expected)
 
 
+def test_plots_share_one_legend_below_the_panels():
+    """Each figure gets one legend for all its panels, each label once, and no panel a legend
+    of its own (a legend inside a panel covered its lines)."""
+    plt = plots._pyplot()
+    fig, axes = plots._grid(plt, 1, 2)
+    for ax in axes[0]:
+        ax.plot([1, 2], [3, 4], label="flashtriton (ours)")
+        ax.plot([1, 2], [2, 1], label="SDPA cuDNN")
+    axes[0][1].plot([1, 2], [1, 1], label="naive PyTorch")
+    plots._finish(fig, axes, "title")
+    assert len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["flashtriton (ours)", "SDPA cuDNN", "naive PyTorch"]
+    assert all(ax.get_legend() is None for ax in axes[0])
+    plt.close(fig)
+
+
 def test_summary_table_shows_the_cudnn_ratio(capsys):
     data = _recorded_results()
     tables = report.summary_tables(data["results"], list(PROVIDERS))

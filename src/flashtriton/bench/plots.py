@@ -6,7 +6,8 @@ the docs can be regenerated from committed files (`flashtriton bench --plot-only
 - ``memory-<dtype>.png``: peak memory against seqlen, flashtriton against naive, one panel per
   (pass, headdim), solid lines non-causal, dashed causal.
 
-Rows that were skipped or wrong have no value and leave a gap. matplotlib (Agg backend) is imported
+Each figure has one legend, below its panels. Rows that were skipped or wrong have no value
+and leave a gap. matplotlib (Agg backend) is imported
 only when plotting; without it :class:`PlottingUnavailable` says so.
 """
 
@@ -59,6 +60,24 @@ def _grid(plt, nrows, ncols):
     return fig, axes
 
 
+def _finish(fig, axes, title: str) -> None:
+    """Title the figure and give it one legend below the panels (the providers are the same in
+    every panel; a legend inside a panel covered its lines), in the order the lines were drawn."""
+    entries: dict[str, object] = {}
+    for ax in (a for row in axes for a in row):
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.suptitle(title, fontsize=10)
+    rows = 0
+    if entries:
+        ncol = min(len(entries), max(2, int(fig.get_figwidth() / 1.7)))  # about 1.7 in a label
+        rows = -(-len(entries) // ncol)
+        fig.legend(list(entries.values()), list(entries), loc="lower center", ncol=ncol,
+                   fontsize=8, frameon=False)
+    # leave room at the bottom for the legend's rows (in figure fractions)
+    fig.tight_layout(rect=(0, min(0.3, 0.028 * rows * 3.8 / fig.get_figheight() * 2), 1, 1))
+
+
 def _seqlen_axis(ax, seqlens):
     ax.set_xscale("log", base=2)
     ax.set_xticks(seqlens)
@@ -95,11 +114,8 @@ def plot_tflops(data: dict, out_dir: Path, plt) -> list[Path]:
                     ax.set_ylabel("TFLOP/s")
                     ax.set_ylim(bottom=0)
                     ax.set_title(f"headdim {d}, {'causal' if causal else 'non-causal'}")
-                    if ax.lines:
-                        ax.legend(fontsize=7)
-            fig.suptitle(f"{PASS_TITLES.get(pass_name, pass_name)}, {dtype}\n{_subtitle(data['meta'])}",
-                         fontsize=10)
-            fig.tight_layout()
+            _finish(fig, axes,
+                    f"{PASS_TITLES.get(pass_name, pass_name)}, {dtype}\n{_subtitle(data['meta'])}")
             path = out_dir / f"tflops-{dtype}-{pass_name}.png"
             fig.savefig(path, dpi=110)
             plt.close(fig)
@@ -133,10 +149,7 @@ def plot_memory(data: dict, out_dir: Path, plt) -> list[Path]:
                 ax.set_yscale("log")
                 ax.set_ylabel("peak memory (MiB)")
                 ax.set_title(f"{PASS_TITLES.get(pass_name, pass_name)}, headdim {d}")
-                if ax.lines:
-                    ax.legend(fontsize=7)
-        fig.suptitle(f"peak memory, {dtype} (inputs included)\n{_subtitle(data['meta'])}", fontsize=10)
-        fig.tight_layout()
+        _finish(fig, axes, f"peak memory, {dtype} (inputs included)\n{_subtitle(data['meta'])}")
         path = out_dir / f"memory-{dtype}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
