@@ -30,7 +30,8 @@
 # causal or not), fwd-pp-d64 (ping-pong on two and three consumers at d64, 1k to 8k keys),
 # fwd-c3-more (three consumers with ping-pong: 2 or 3 ring slots, 128- or 64-key tiles; and in
 # float16), bwd-d64-m128 (the d64 backward with 128-query steps, split dQ not deferred, against
-# the shipped 64-query launches).
+# the shipped 64-query launches), fwd-d64-short (the d64 two-consumer forward at 1k and 2k with
+# three ring slots or 64-key tiles).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -159,6 +160,11 @@ for name in $SWEEPS; do
     fwd-pp-d64) sweep fwd-pp-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,8192 \
         --causal 0,1 \
         --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
+    # prepared in session 28, not yet run: the d64 two-consumer forward in ping-pong (shipped
+    # below 4096 keys, 8192 causal) with three ring slots or 64-key tiles, at 1k and 2k, where
+    # the d64 forward trails cuDNN (0.94-0.99x in session 28's runs)
+    fwd-d64-short) sweep fwd-d64-short 100 --pass fwd --headdims 64 --seqlens 1024,2048 \
+        --causal 0,1 --fwd-space "'128:128;4;2,3;gluonpppers|128:64;4;2,3;gluonpppers'" ;;
     # session 28: the d64 backward with 128-query steps (split dQ, not deferred: the deferred
     # dS buffers of four step parities do not fit; 200,136 bytes of shared memory, 480 bytes
     # of spills, no serialized MMAs offline) against the shipped 64-query launches; measured
