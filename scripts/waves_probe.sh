@@ -21,15 +21,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${OUT:-out}"; mkdir -p "$OUT"
-run() {  # name headdim seqlen tokens hidden
-  python3 -m flashtriton bench --plain --providers flashtriton sdpa_cudnn --dtypes bf16 \
-      --passes fwd bwd --causal no --headdims "$2" --seqlens "$3" --tokens "$4" --hidden "$5" \
-      --rounds 4 --out "$OUT/waves-$1.json" < /dev/null > "$OUT/waves-$1.log" 2>&1
-  echo "== $1 rc=$?"
-}
-# name, head dim, seqlen, tokens (batch·seqlen), hidden (heads·head dim)
+# name, head dim, seqlen, tokens (batch·seqlen), hidden (heads·head dim); each bench run's
+# stdin is /dev/null, so that it cannot read the case list
 while read -r name d s tokens hidden; do
-  run "$name" "$d" "$s" "$tokens" "$hidden"
+  python3 -m flashtriton bench --plain --providers flashtriton sdpa_cudnn --dtypes bf16 \
+      --passes fwd bwd --causal no --headdims "$d" --seqlens "$s" --tokens "$tokens" \
+      --hidden "$hidden" --rounds 4 --out "$OUT/waves-$name.json" < /dev/null \
+      > "$OUT/waves-$name.log" 2>&1
+  echo "== $name rc=$?"
 done <<'CASES'
 d64-1k-grid 64 1024 16384 2048
 d64-1k-whole 64 1024 15360 2112

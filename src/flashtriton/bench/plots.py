@@ -7,8 +7,8 @@ the docs can be regenerated from committed files (`flashtriton bench --plot-only
   (pass, headdim), solid lines non-causal, dashed causal.
 
 Each figure has one legend, below its panels. Rows that were skipped or wrong have no value
-and leave a gap. matplotlib (Agg backend) is imported
-only when plotting; without it :class:`PlottingUnavailable` says so.
+and leave a gap. matplotlib (Agg backend) is imported only when plotting; without it
+:class:`PlottingUnavailable` says so.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 from flashtriton.bench.results import merge_results, read_results, row_status
 
 MEMORY_PROVIDERS = ("flashtriton", "naive")
+LEGEND_ROW_INCHES = 0.22  # the figure legend's height per row of labels
+LABEL_INCHES = 1.7  # a legend label's width, marker included
 PASS_TITLES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
 
 
@@ -68,14 +70,13 @@ def _finish(fig, axes, title: str) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     fig.suptitle(title, fontsize=10)
-    rows = 0
+    ncol = min(len(entries), max(2, int(fig.get_figwidth() / LABEL_INCHES)))
+    rows = -(-len(entries) // ncol) if entries else 0
     if entries:
-        ncol = min(len(entries), max(2, int(fig.get_figwidth() / 1.7)))  # about 1.7 in a label
-        rows = -(-len(entries) // ncol)
         fig.legend(list(entries.values()), list(entries), loc="lower center", ncol=ncol,
                    fontsize=8, frameon=False)
-    # leave room at the bottom for the legend's rows (in figure fractions)
-    fig.tight_layout(rect=(0, min(0.3, 0.028 * rows * 3.8 / fig.get_figheight() * 2), 1, 1))
+    # the panels above the legend's rows
+    fig.tight_layout(rect=(0, min(0.3, rows * LEGEND_ROW_INCHES / fig.get_figheight()), 1, 1))
 
 
 def _seqlen_axis(ax, seqlens):
