@@ -9,10 +9,11 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   by TMA, their lse and δ beside them (for grouped-query attention it walks every query head
   of the key head's group), and each tile's K and V once the consumers are done with the last;
 - two consumer warpgroups own BLOCK_N keys each of the tile's 2·BLOCK_N keys, keep their K
-  and V tiles in shared memory and their dK, dV accumulators in registers (written at the
-  tile's end by TMA, staged in the warpgroup's dQ buffer). Scores are computed
-  transposed (keys are a warpgroup's MMA rows), so Pᵀ and dSᵀ stay in registers as the A
-  operands of the dV and dK products. Per query block:
+  and V tiles in shared memory (at head dim 64 in registers too, as the A operands of Sᵀ and
+  dPᵀ) and their dK, dV accumulators in registers (written at the tile's end by TMA, staged
+  in the warpgroup's dQ buffer). Scores are computed transposed (keys are a warpgroup's MMA
+  rows), so Pᵀ and dSᵀ stay in registers as the A operands of the dV and dK products. Per
+  query block:
 
       Sᵀ = K Qᵀ, dPᵀ = V dOᵀ          (issued together)
       Pᵀ = exp2(Sᵀ·scale − lse)        dV += Pᵀ dO   (issued as soon as Pᵀ is ready)
