@@ -28,8 +28,8 @@ SASS_SAMPLE = """
 
 def test_instruction_counter_matches_whole_opcodes():
     c = count_instructions(SASS_SAMPLE)
-    assert c == {"HGMMA": 1, "QGMMA": 0, "HMMA": 0, "LDS": 1, "STS": 1, "LDGSTS": 1, "UTMALDG": 0,
-                 "UTMAREDG": 0, "MUFU": 0}
+    assert c == {"HGMMA": 1, "QGMMA": 0, "HMMA": 0, "LDS": 1, "LDSM": 1, "STS": 1, "LDGSTS": 1,
+                 "UTMALDG": 0, "UTMAREDG": 0, "MUFU": 0}
 
 
 def test_local_memory_counted_per_setmaxnreg_region():
@@ -81,8 +81,8 @@ def test_default_is_the_production_forward_as_the_h200_runs_it():
     assert 0 < r["registers"] <= 255 and r["shared_bytes"] > 0
     assert r["instructions"]["UTMALDG"] > 0, r["instructions"]  # TMA loads
     assert r["instructions"]["HGMMA"] > 0, r["instructions"]  # bf16 dots become warpgroup MMAs
-    assert set(r["instructions"]) == {"HGMMA", "QGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG",
-                                      "UTMAREDG", "MUFU"}
+    assert set(r["instructions"]) == {"HGMMA", "QGMMA", "HMMA", "LDS", "LDSM", "STS", "LDGSTS",
+                                      "UTMALDG", "UTMAREDG", "MUFU"}
 
 
 def test_pointer_loads_variant():
@@ -350,6 +350,10 @@ def test_gluon_backward_entry_compiles(head_dim):
     assert r["constexprs"]["SPLIT_DQ"]
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["instructions"]["UTMAREDG"] > 0
+    # head dim 64: K and V reach Sᵀ and dPᵀ from registers, loaded once a tile by ldmatrix
+    # (the kernel has no other LDSM), with no spills
+    assert (r["instructions"]["LDSM"] > 0) == (head_dim == 64), r["instructions"]
+    assert head_dim != 64 or r["spill_bytes"] == 0, r["spill_bytes"]
     # ptxas's spill bytes and the local-memory instructions agree: both or neither
     local = sum(x["local_stores"] + x["local_loads"] for x in r["local_by_region"])
     assert (local > 0) == (r["spill_bytes"] > 0), (r["spill_bytes"], r["local_by_region"])

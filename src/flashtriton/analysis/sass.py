@@ -35,7 +35,8 @@ from typing import Callable
 
 # HGMMA: 16-bit warpgroup MMA; QGMMA: its float8 form; UTMAREDG: tensor-descriptor reductions.
 # MUFU: the special-function unit (exp2, log2, reciprocal): per softmax copy in a kernel's code
-COUNTED = ("HGMMA", "QGMMA", "HMMA", "LDS", "STS", "LDGSTS", "UTMALDG", "UTMAREDG", "MUFU")
+COUNTED = ("HGMMA", "QGMMA", "HMMA", "LDS", "LDSM", "STS", "LDGSTS", "UTMALDG", "UTMAREDG",
+           "MUFU")
 LOADS = ("tma", "pointer")
 # Launcher modules whose ``tma_ready`` the capture answers for an sm_90 GPU.
 TMA_LAUNCHERS = ("flashtriton.kernels.fwd", "flashtriton.kernels.bwd")

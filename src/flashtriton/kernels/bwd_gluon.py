@@ -9,10 +9,11 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   by TMA, their lse and δ beside them (for grouped-query attention it walks every query head
   of the key head's group), and each tile's K and V once the consumers are done with the last;
 - two consumer warpgroups own BLOCK_N keys each of the tile's 2·BLOCK_N keys, keep their K
-  and V tiles in shared memory and their dK, dV accumulators in registers (written at the
-  tile's end by TMA, staged in the warpgroup's dQ buffer). Scores are computed
-  transposed (keys are a warpgroup's MMA rows), so Pᵀ and dSᵀ stay in registers as the A
-  operands of the dV and dK products. Per query block:
+  and V tiles in shared memory (at head dim 64 in registers too, as the A operands of Sᵀ and
+  dPᵀ) and their dK, dV accumulators in registers (written at the tile's end by TMA, staged
+  in the warpgroup's dQ buffer). Scores are computed transposed (keys are a warpgroup's MMA
+  rows), so Pᵀ and dSᵀ stay in registers as the A operands of the dV and dK products. Per
+  query block:
 
       Sᵀ = K Qᵀ, dPᵀ = V dOᵀ          (issued together)
       Pᵀ = exp2(Sᵀ·scale − lse)        dV += Pᵀ dO   (issued as soon as Pᵀ is ready)
@@ -273,6 +274,12 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                         instr_shape=[16, DQ_COLS, 16])
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    # head dim 64: the warpgroup's K and V tiles, the A operands of Sᵀ and dPᵀ, are held in
+    # registers for the whole tile (16 registers a thread each), so that those products read
+    # only Q and dO from shared memory, whose bandwidth the d64 step's products nearly fill
+    KV_IN_REGS: gl.constexpr = HEAD_DIM <= 64
+    kv_op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=st_layout,
+                                                     k_width=2)
     nheads_k = nheads // group
     k_s = k_smem.index(WG).reshape([BLOCK_N, HEAD_DIM])
     v_s = v_smem.index(WG).reshape([BLOCK_N, HEAD_DIM])
@@ -307,6 +314,12 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=acc_layout)
         n_steps = group * n_m
         mbarrier.wait(kv_ready, kv_count & 1, pred=n_steps > 0)
+        if KV_IN_REGS:  # (a tile without steps loads stale values it never uses)
+            k_a = k_s.load(kv_op_layout)
+            v_a = v_s.load(kv_op_layout)
+        else:
+            k_a = k_s
+            v_a = v_s
         prev_m0 = 0  # the previous step's dQ rows and columns (DEFER_DQ)
         prev_col = 0
         for it in range(n_steps):
@@ -318,8 +331,8 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
-            st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-            dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False,
+            st = warpgroup_mma(k_a, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+            dpt = warpgroup_mma(v_a, do_s.permute((1, 0)), zero_st, use_acc=False,
                                 is_async=True)
             st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
             # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their
