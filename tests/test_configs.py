@@ -61,11 +61,16 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
         plain = (head_dim, causal) == (128, True) and seqlen_k < few
         assert cfg.defer_dq == (not plain), seqlen_k
         assert cfg.dq_on_empty == (head_dim == 128 and not plain), seqlen_k
+        # d64 causal: two ring slots while persistent, three from `below` (session 28)
+        assert cfg.num_stages == 2, seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
-        assert cfg.gluon and cfg.split_dq and not cfg.persistent, seqlen_k
+        # d64 without a mask stays persistent at every length (session 28)
+        persistent = (head_dim, causal) == (64, False)
+        assert cfg.gluon and cfg.split_dq and cfg.persistent == persistent, seqlen_k
         assert cfg.defer_dq, seqlen_k
         assert cfg.dq_on_empty == (head_dim == 128), seqlen_k
+        assert cfg.num_stages == (3 if (head_dim, causal) == (64, True) else 2), seqlen_k
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 
 

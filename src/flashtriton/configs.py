@@ -290,7 +290,7 @@ PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               persistent=True),
-    (64, True): KernelConfig(64, 128, 4, 3, gluon=True, split_dq=True, defer_dq=True,
+    (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                              persistent=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                dq_on_empty=True, persistent=True),
@@ -317,6 +317,13 @@ _BWD_GLUON = {
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
+# d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
+# each): without a mask the persistent launch at 16k 455.7 against one program per tile's
+# 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
+# 254.0 at 1k and 384.8 / 379.9 at 4k, so two below PERSISTENT_BWD_BELOW (the d64 causal entry
+# above) and three, one program per tile, from there (session 15's A/B, not re-measured).
+_BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
+_BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
 # sweep bwd-d128c-empty (2026-11-30-s17-tune-bwd-d128c-empty-run{1,2,3}.json; bf16, TFLOP/s;
 # not deferred / deferred / deferred on `empty`; cuDNN): persistent 1k 314.5 317.6 318.1 /
