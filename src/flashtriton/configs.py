@@ -322,6 +322,8 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
 # 254.0 at 1k and 384.8 / 379.9 at 4k, so two below PERSISTENT_BWD_BELOW (the d64 causal entry
 # above) and three, one program per tile, from there (session 15's A/B, not re-measured).
+# Session 29's in-process A/B of both (2026-11-30-s29-ab-bwd-d64-launches-*): 16k without a mask
+# +1.4%; the causal rows at 1k-16k -0.9..+0.4%, within their spread.
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
@@ -408,7 +410,7 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
-    one program per tile from there; where ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal),
+    one program per tile from there (d64 without a mask: persistent at every length); where ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal),
     that entry below FEW_KEYS_BWD_BELOW keys. The launcher still checks that the call is one
     the kernel covers."""
     if deterministic or dropout:
