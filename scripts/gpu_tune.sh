@@ -31,7 +31,8 @@
 # fwd-c3-more (three consumers with ping-pong: 2 or 3 ring slots, 128- or 64-key tiles; and in
 # float16), bwd-d64-m128 (the d64 backward with 128-query steps, split dQ not deferred, against
 # the shipped 64-query launches), fwd-d64-short (the d64 two-consumer forward at 1k and 2k with
-# three ring slots or 64-key tiles).
+# three ring slots or 64-key tiles), bwd-d64-kv-regs (the d64 backward's launches again once its
+# K and V sit in registers: ring slots, persistent or not, dQ waiting on `empty` or not).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -165,6 +166,12 @@ for name in $SWEEPS; do
     # the d64 forward trails cuDNN (0.94-0.99x in session 28's runs)
     fwd-d64-short) sweep fwd-d64-short 100 --pass fwd --headdims 64 --seqlens 1024,2048 \
         --causal 0,1 --fwd-space "'128:128;4;2,3;gluonpppers|128:64;4;2,3;gluonpppers'" ;;
+    # session 29: the d64 backward holds K and V in registers (Sᵀ and dPᵀ read only Q and dO
+    # from shared memory), so its launches are timed again: two or three ring slots, persistent
+    # or one program per tile, the deferred dQ waiting on ds_ready or on `empty`
+    bwd-d64-kv-regs) sweep bwd-d64-kv-regs 200 --pass bwd --headdims 64 \
+        --seqlens 1024,4096,16384 --causal 0,1 --bwd-space \
+        "'64:128;4;2,3;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer'" ;;
     # session 28: the d64 backward with 128-query steps (split dQ, not deferred: the deferred
     # dS buffers of four step parities do not fit; 200,136 bytes of shared memory, 480 bytes
     # of spills, no serialized MMAs offline) against the shipped 64-query launches; measured
