@@ -410,9 +410,9 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
-    one program per tile from there (d64 without a mask: persistent at every length); where ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal),
-    that entry below FEW_KEYS_BWD_BELOW keys. The launcher still checks that the call is one
-    the kernel covers."""
+    one program per tile from there (d64 without a mask: persistent at every length); where
+    ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal), that entry below FEW_KEYS_BWD_BELOW
+    keys. The launcher still checks that the call is one the kernel covers."""
     if deterministic or dropout:
         return None
     cfg = _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, PERSISTENT_BWD_BELOW, dtype, head_dim,
