@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from flashtriton.analysis.sass import (KERNELS, count_instructions, local_by_region,
+from flashtriton.analysis.sass import (KERNELS, count_instructions, local_by_region, mma_loops,
                                        parse_ptxas_spills, parse_res_usage)
 from helpers import compile_child
 
@@ -52,6 +52,36 @@ def test_local_memory_counted_per_setmaxnreg_region():
     # no setmaxnreg: one region; shared-memory loads and stores are not local memory
     assert local_by_region(SASS_SAMPLE) == [
         {"region": "start", "local_stores": 0, "local_loads": 0}]
+
+
+def test_innermost_mma_loops():
+    """A tile loop (0x0010-0x00c0) around a step loop (0x0030-0x0090) with warpgroup MMAs, a
+    loop without MMAs (0x00d0-0x00e0), and a wait's retry code after the exit that branches
+    back up into the step loop: only the step loop is reported, with its counts."""
+    sass = """
+        /*0010*/                   MOV R2, RZ ;
+        /*0020*/                   STL [R1], R2 ;
+        /*0030*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ;
+        /*0040*/              @!P0 BRA 0x100 ;
+        /*0050*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT ;
+        /*0060*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], R24, gsb0 ;
+        /*0070*/                   LDL R6, [R1+0x8] ;
+        /*0080*/                   STS.64 [R3], R10 ;
+        /*0085*/                   BAR.SYNC.DEFER_BLOCKING 0x2, 0x80 ;
+        /*0090*/               @P1 BRA 0x30 ;
+        /*00a0*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*00b0*/                   LDL R7, [R1] ;
+        /*00c0*/               @P2 BRA 0x10 ;
+        /*00d0*/                   IADD3 R4, R4, 0x1, RZ ;
+        /*00e0*/               @P3 BRA 0xd0 ;
+        /*00f0*/                   EXIT ;
+        /*0100*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ;
+        /*0110*/                   BRA 0x40 ;
+"""
+    assert mma_loops(sass) == [{"start": 0x30, "end": 0x90, "instructions": 8, "mma": 2,
+                                "local_loads": 1, "local_stores": 0, "shared_stores": 1,
+                                "barriers": 1}]
+    assert mma_loops(SASS_SAMPLE) == []  # no backward branch
 
 
 def test_resource_and_spill_parsers():
@@ -354,6 +384,13 @@ def test_gluon_backward_entry_compiles(head_dim):
     # (the kernel has no other LDSM), with no spills
     assert (r["instructions"]["LDSM"] > 0) == (head_dim == 64), r["instructions"]
     assert head_dim != 64 or r["spill_bytes"] == 0, r["spill_bytes"]
+    # each consumer's step loop, the two of the same shape, with a step's warpgroup MMAs, one
+    # per 16 of the reduced dimension: Sᵀ and dPᵀ over the head dim, dV and dK over the 64
+    # queries, the split dQ over the tile's 128 keys
+    loops = r["mma_loops"]
+    mma = 2 * head_dim // 16 + 2 * 64 // 16 + 128 // 16
+    assert [x["mma"] for x in loops] == [mma, mma], loops
+    assert loops[0]["instructions"] - loops[1]["instructions"] in range(-8, 9), loops
     # ptxas's spill bytes and the local-memory instructions agree: both or neither
     local = sum(x["local_stores"] + x["local_loads"] for x in r["local_by_region"])
     assert (local > 0) == (r["spill_bytes"] > 0), (r["spill_bytes"], r["local_by_region"])

@@ -253,6 +253,43 @@ def local_by_region(sass: str) -> list[dict]:
     return regions
 
 
+_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)")
+MMA_OPS = ("HGMMA", "QGMMA", "HMMA")
+
+
+def mma_loops(sass: str) -> list[dict]:
+    """The innermost loops that hold matrix instructions: for each backward branch (a ``BRA``
+    to a lower address) the instructions from its target to itself, kept when they hold a
+    warpgroup MMA (or ``HMMA``), no ``EXIT`` and no smaller such loop. For a kernel's main
+    loop this is one step's code (in a warp-specialized kernel, one loop per consumer
+    partition). Each: first and last address, instructions, matrix instructions, local loads
+    and stores (spills inside the loop), shared-memory stores, and ``BAR`` barriers."""
+    lines = []  # (address, opcode, operands)
+    for line in sass.splitlines():
+        m = _SASS_LINE.match(line)
+        if m:
+            lines.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    loops = []
+    for i, (addr, op, rest) in enumerate(lines):
+        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
+        if target is None or int(target.group(1), 16) >= addr:
+            continue
+        start = int(target.group(1), 16)
+        body = [x for x in lines[:i + 1] if x[0] >= start]
+        mma = sum(o.split(".")[0] in MMA_OPS for _, o, _ in body)
+        # (a wait's retry code sits after the kernel's exits and branches back up to the
+        # wait: its span holds an EXIT, a loop's body does not)
+        if mma and not any(o == "EXIT" for _, o, _ in body):
+            loops.append({"start": start, "end": addr, "instructions": len(body), "mma": mma,
+                          "local_loads": sum(o.startswith("LDL") for _, o, _ in body),
+                          "local_stores": sum(o.startswith("STL") for _, o, _ in body),
+                          "shared_stores": sum(o.startswith("STS") for _, o, _ in body),
+                          "barriers": sum(o.startswith("BAR") for _, o, _ in body)})
+    inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
+                                         and y["end"] <= x["end"] for y in loops)]
+    return sorted(inner, key=lambda x: x["start"])
+
+
 def shared_layouts(ttgir: str) -> list[str]:
     """The shared-memory encodings in a kernel's TTGIR (``#ttg.swizzled_shared<...>``,
     ``#ttg.nvmma_shared<...>``): ``maxPhase = 1`` means rows are not swizzled."""
@@ -388,6 +425,8 @@ def compile_launch(launch: dict) -> dict:
         "instructions": count_instructions(sass),
         # where the spills are: per setmaxnreg region (a warp-specialized kernel's partitions)
         "local_by_region": local_by_region(sass),
+        # the innermost loops holding matrix instructions (one step's code in a main loop)
+        "mma_loops": mma_loops(sass),
         "shared_layouts": shared_layouts(compiled.asm["ttgir"]),
     }
 
@@ -471,6 +510,11 @@ def run_cli(args) -> int:
         print("  local-memory instructions by setmaxnreg region (registers a thread): "
               + "; ".join(f"{x['region']}: {x['local_stores']} stores, {x['local_loads']} loads"
                           for x in spilling))
+    for x in r["mma_loops"]:
+        print(f"  innermost MMA loop {x['start']:#x}-{x['end']:#x}: {x['instructions']} "
+              f"instructions, {x['mma']} matrix, {x['local_loads']} local loads, "
+              f"{x['local_stores']} local stores, {x['shared_stores']} shared stores, "
+              f"{x['barriers']} barriers")
     if r["wgmma_serialized"]:
         print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))
