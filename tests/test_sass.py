@@ -67,6 +67,7 @@ def test_innermost_mma_loops():
         /*0060*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], R24, gsb0 ;
         /*0070*/                   LDL R6, [R1+0x8] ;
         /*0080*/                   STS.64 [R3], R10 ;
+        /*0083*/                   MEMBAR.ALL.CTA ;
         /*0085*/                   BAR.SYNC.DEFER_BLOCKING 0x2, 0x80 ;
         /*0090*/               @P1 BRA 0x30 ;
         /*00a0*/                   IADD3 R2, R2, 0x1, RZ ;
@@ -78,9 +79,9 @@ def test_innermost_mma_loops():
         /*0100*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ;
         /*0110*/                   BRA 0x40 ;
 """
-    assert mma_loops(sass) == [{"start": 0x30, "end": 0x90, "instructions": 8, "mma": 2,
+    assert mma_loops(sass) == [{"start": 0x30, "end": 0x90, "instructions": 9, "mma": 2,
                                 "local_loads": 1, "local_stores": 0, "shared_stores": 1,
-                                "barriers": 1}]
+                                "barriers": 1, "fences": 1}]
     assert mma_loops(SASS_SAMPLE) == []  # no backward branch
 
 

@@ -263,7 +263,9 @@ def mma_loops(sass: str) -> list[dict]:
     warpgroup MMA (or ``HMMA``), no ``EXIT`` and no smaller such loop. For a kernel's main
     loop this is one step's code (in a warp-specialized kernel, one loop per consumer
     partition). Each: first and last address, instructions, matrix instructions, local loads
-    and stores (spills inside the loop), shared-memory stores, and ``BAR`` barriers."""
+    and stores (spills inside the loop), shared-memory stores, ``BAR`` barriers and ``MEMBAR``
+    fences (a ``fence.proxy.async`` before a TMA or MMA reads what the threads stored brings
+    one)."""
     lines = []  # (address, opcode, operands)
     for line in sass.splitlines():
         m = _SASS_LINE.match(line)
@@ -284,7 +286,8 @@ def mma_loops(sass: str) -> list[dict]:
                           "local_loads": sum(o.startswith("LDL") for _, o, _ in body),
                           "local_stores": sum(o.startswith("STL") for _, o, _ in body),
                           "shared_stores": sum(o.startswith("STS") for _, o, _ in body),
-                          "barriers": sum(o.startswith("BAR") for _, o, _ in body)})
+                          "barriers": sum(o.startswith("BAR") for _, o, _ in body),
+                          "fences": sum(o.startswith("MEMBAR") for _, o, _ in body)})
     inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
                                          and y["end"] <= x["end"] for y in loops)]
     return sorted(inner, key=lambda x: x["start"])
@@ -514,7 +517,7 @@ def run_cli(args) -> int:
         print(f"  innermost MMA loop {x['start']:#x}-{x['end']:#x}: {x['instructions']} "
               f"instructions, {x['mma']} matrix, {x['local_loads']} local loads, "
               f"{x['local_stores']} local stores, {x['shared_stores']} shared stores, "
-              f"{x['barriers']} barriers")
+              f"{x['barriers']} barriers, {x['fences']} fences")
     if r["wgmma_serialized"]:
         print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))
