@@ -30,7 +30,7 @@
 # causal or not), fwd-pp-d64 (ping-pong on two and three consumers at d64, 1k to 8k keys),
 # fwd-c3-more (three consumers with ping-pong: 2 or 3 ring slots, 128- or 64-key tiles; and in
 # float16), bwd-d64-m128 (the d64 backward with 128-query steps, split dQ not deferred, against
-# the shipped 64-query launches), fwd-d64-short (the d64 two-consumer forward at 1k and 2k with
+# the shipped 64-query launches), fwd-d64-short (the d64 two-consumer forward at 1k-4k with
 # three ring slots or 64-key tiles), bwd-d64-kv-regs (the d64 backward's launches again once its
 # K and V sit in registers: ring slots, persistent or not, dQ waiting on `empty` or not).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
@@ -163,8 +163,9 @@ for name in $SWEEPS; do
         --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
     # prepared in session 28, not yet run: the d64 two-consumer forward in ping-pong (shipped
     # below 4096 keys, 8192 causal) with three ring slots or 64-key tiles, at 1k and 2k, where
-    # the d64 forward trails cuDNN (0.94-0.99x in session 28's runs)
-    fwd-d64-short) sweep fwd-d64-short 100 --pass fwd --headdims 64 --seqlens 1024,2048 \
+    # the d64 forward trails cuDNN (0.94-0.99x in session 28's runs); session 29 added 4k,
+    # where the causal forward runs two consumers too (0.972x cuDNN in session 29's run)
+    fwd-d64-short) sweep fwd-d64-short 150 --pass fwd --headdims 64 --seqlens 1024,2048,4096 \
         --causal 0,1 --fwd-space "'128:128;4;2,3;gluonpppers|128:64;4;2,3;gluonpppers'" ;;
     # session 29: the d64 backward holds K and V in registers (Sᵀ and dPᵀ read only Q and dO
     # from shared memory), so its launches are timed again: two or three ring slots, persistent
