@@ -7,7 +7,8 @@
 #       "fwd-fewer-barriers|tests/test_gluon.py tests/test_validation.py|--passes fwd --headdims 64 128" \
 #       "bwd-fewer-barriers|tests/test_gluon_bwd.py|--passes bwd --headdims 64 128"
 #
-# Each spec is BRANCH|TEST FILES|BENCH OPTIONS. The tests run with FLASHTRITON_LARGE=1 on
+# Each spec is BRANCH|TEST FILES|BENCH OPTIONS; TEST FILES "-" skips the tests (they passed in
+# an earlier call) and runs the A/B only. The tests run with FLASHTRITON_LARGE=1 on
 # $WORKERS workers (default 8: sixteen float64 references of the largest cases did not fit in
 # the H200's memory, perf-log session 15); the A/B runs only if they pass, with
 # `--quick --seqlens 1024 4096 16384 --providers flashtriton sdpa_cudnn --rounds 3` and the
@@ -37,13 +38,17 @@ for spec in "$@"; do
   tree="$DIR/$branch"; res="$OUT/branches/$branch"; mkdir -p "$res"
   [ -d "$tree/src" ] || { echo "== $branch: no $tree/src" | tee -a "$OUT/steps.txt"; continue; }
   t0=$SECONDS
-  (cd "$tree" && PYTHONPATH="$tree/src${PYTHONPATH:+:$PYTHONPATH}" FLASHTRITON_LARGE=1 \
-      timeout "$TEST_TIMEOUT" python3 -m pytest -q -n "$WORKERS" -p no:cacheprovider $tests \
-      -W ignore::DeprecationWarning > "$res/gpu-tests.log" 2>&1)
-  rc=$?
-  echo "== $branch tests rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$res/gpu-tests.log")" \
-      | tee -a "$OUT/steps.txt"
-  [ $rc -eq 0 ] || continue
+  if [ "$tests" = "-" ]; then  # tests passed in an earlier call: the A/B only
+    echo "== $branch tests skipped (-)" | tee -a "$OUT/steps.txt"
+  else
+    (cd "$tree" && PYTHONPATH="$tree/src${PYTHONPATH:+:$PYTHONPATH}" FLASHTRITON_LARGE=1 \
+        timeout "$TEST_TIMEOUT" python3 -m pytest -q -n "$WORKERS" -p no:cacheprovider $tests \
+        -W ignore::DeprecationWarning > "$res/gpu-tests.log" 2>&1)
+    rc=$?
+    echo "== $branch tests rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$res/gpu-tests.log")" \
+        | tee -a "$OUT/steps.txt"
+    [ $rc -eq 0 ] || continue
+  fi
   # the branch's own gpu_ab.sh, so that its tree is "new" and this one's src "old"
   # this tree is the old side: its commit is the one the call was given
   if [ "${AB_MODE:-bench}" = inproc ]; then
