@@ -217,13 +217,19 @@ def tool(name: str) -> str:
     return path
 
 
+# a SASS line: address, opcode with its modifiers (predicate dropped), operands
+_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)")
+
+
+def sass_instructions(sass: str) -> list[tuple[int, str, str]]:
+    """(address, opcode with its modifiers, operands) for each instruction of a SASS listing."""
+    return [(int(m.group(1), 16), m.group(2), m.group(3))
+            for m in map(_SASS_LINE.match, sass.splitlines()) if m]
+
+
 def count_instructions(sass: str, names=COUNTED) -> dict[str, int]:
     """Count SASS instructions by opcode (the part before the first dot; predicates ignored)."""
-    counts = Counter()
-    for line in sass.splitlines():
-        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
-        if m:
-            counts[m.group(1)] += 1
+    counts = Counter(op.split(".")[0] for _, op, _ in sass_instructions(sass))
     return {n: counts.get(n, 0) for n in names}
 
 
@@ -236,11 +242,7 @@ def local_by_region(sass: str) -> list[dict]:
     down to 24: the producer). The first region, before any, is ``"start"``. A kernel without
     ``setmaxnreg`` is one region."""
     regions = [{"region": "start", "local_stores": 0, "local_loads": 0}]
-    for line in sass.splitlines():
-        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)", line)
-        if not m:
-            continue
-        op, rest = m.groups()
+    for _, op, rest in sass_instructions(sass):
         if op.startswith("USETMAXREG"):
             regs = re.search(r"0x([0-9a-f]+)", rest)
             kind = "dealloc" if ".DEALLOC" in op else "alloc"
@@ -253,7 +255,6 @@ def local_by_region(sass: str) -> list[dict]:
     return regions
 
 
-_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)")
 MMA_OPS = ("HGMMA", "QGMMA", "HMMA")
 
 
@@ -266,11 +267,7 @@ def mma_loops(sass: str) -> list[dict]:
     and stores (spills inside the loop), shared-memory stores, ``BAR`` barriers and ``MEMBAR``
     fences (a ``fence.proxy.async`` before a TMA or MMA reads what the threads stored brings
     one)."""
-    lines = []  # (address, opcode, operands)
-    for line in sass.splitlines():
-        m = _SASS_LINE.match(line)
-        if m:
-            lines.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    lines = sass_instructions(sass)
     loops = []
     for i, (addr, op, rest) in enumerate(lines):
         target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
