@@ -1,7 +1,7 @@
 """The Gluon backward's float32 dQ accumulator in runs (kernels/bwd_gluon.py ``_dq_add``) and
-the two ``tl`` kernels around it in kernels/bwd.py: the preprocess kernel, which zeroes the
-runs, and ``_dq_from_runs``, which puts dQ back in (batch, seqlen, heads, head_dim) and casts
-it. Both run under the interpreter on CPU; the Gluon kernel that fills the runs is tested on
+the two ``tl`` kernels around it: kernels/bwd.py's preprocess kernel, which zeroes the runs,
+and kernels/bwd_gluon.py's ``_dq_from_runs`` (launched by ``dq_cast``), which puts dQ back in
+(batch, seqlen, heads, head_dim) and casts it. Both run under the interpreter on CPU; the Gluon kernel that fills the runs is tested on
 the GPU (tests/test_gluon_bwd.py).
 
 The layout, written out here independently of the kernels: for each (batch, head, part of
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from flashtriton.kernels import bwd
-from flashtriton.kernels.bwd_gluon import dq_runs_numel
+from flashtriton.kernels.bwd_gluon import dq_cast, dq_runs_numel
 from flashtriton.kernels.common import launch
 from helpers import DEVICE, assert_close
 
@@ -43,7 +43,7 @@ def test_dq_from_runs_puts_every_value_in_place(b, s, h, d, split, dtype):
     runs = to_runs(ref64.float(), block_m, run_cols, float("nan"))
     q = torch.empty(b, s, h, d, dtype=dtype, device=DEVICE)
     assert runs.numel() == dq_runs_numel(q, block_m)
-    *_, dq = bwd._dq_cast(runs, q, block_m, run_cols)
+    *_, dq = dq_cast(runs, q, block_m, run_cols)
     assert dq.shape == q.shape and dq.dtype == dtype
     if dtype == torch.float32:
         assert torch.equal(dq, ref64.float())

@@ -82,29 +82,6 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, DQ, stride_ob, stride_om, stride_oh,
                  mask=(offs_m[:, None] < zero_rows) & (offs_dq[None, :] < HEAD_DIM_QK))
 
 
-@triton.jit
-def _dq_from_runs(DQ_RUNS, DQ, stride_dqb, stride_dqm, stride_dqh, nheads, seqlen_q, n_qb,
-                  HEAD_DIM: tl.constexpr, RUN_ROWS: tl.constexpr, RUN_COLS: tl.constexpr):
-    """dq[b, rows, h, :] in q's dtype from the Gluon backward's float32 accumulator in runs
-    (kernels/bwd_gluon.py ``_dq_add``): for each (batch, head, part of RUN_COLS columns, block
-    of RUN_ROWS rows) one run of RUN_ROWS · RUN_COLS values, 8-column blocks one after
-    another, each block's rows of 8 values in order. One program per block of rows of a
-    (batch, head)."""
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    r = tl.arange(0, RUN_ROWS)
-    c = tl.arange(0, HEAD_DIM)
-    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + c // RUN_COLS) * n_qb + qb
-    offs = (run[None, :] * (RUN_ROWS * RUN_COLS) + ((c % RUN_COLS) // 8)[None, :] * (RUN_ROWS * 8)
-            + r[:, None] * 8 + (c % 8)[None, :])
-    rows = qb * RUN_ROWS + r
-    mask = rows[:, None] < seqlen_q
-    vals = tl.load(DQ_RUNS + offs, mask=mask, other=0.0)
-    p_dq = (DQ + (bh // nheads).to(tl.int64) * stride_dqb + (bh % nheads) * stride_dqh
-            + rows[:, None].to(tl.int64) * stride_dqm + c[None, :])
-    tl.store(p_dq, vals.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"), mask=mask)
-
-
 def _dq_runs_strides(q, block_m: int) -> tuple[int, int, int]:
     """(batch, row, head) strides that walk the Gluon backward's dQ runs as rows of head_dim
     values: each head's runs are contiguous, cdiv(seqlen_q, block_m) · block_m such rows (what
@@ -112,18 +89,6 @@ def _dq_runs_strides(q, block_m: int) -> tuple[int, int, int]:
     _, seqlen_q, nheads, d = q.shape
     head = cdiv(seqlen_q, block_m) * block_m * d
     return nheads * head, d, head
-
-
-def _dq_cast(dq_runs, q, block_m: int, run_cols: int):
-    """dq in q's shape and dtype from the Gluon backward's runs: the launch's cache entry, its
-    grid and its arguments after the two tensors (for a call plan), and the tensor."""
-    batch, seqlen_q, nheads, d = q.shape
-    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
-    grid = (cdiv(max(seqlen_q, 1), block_m), batch * nheads)
-    rest = (*dq.stride()[:3], nheads, seqlen_q, cdiv(seqlen_q, block_m))
-    entry = launch(_dq_from_runs, grid, dq_runs, dq, *rest, HEAD_DIM=d, RUN_ROWS=block_m,
-                   RUN_COLS=run_cols)
-    return entry, grid, rest, dq
 
 
 @triton.jit
@@ -532,16 +497,13 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         delta = delta - torch.where(torch.isinf(lse), 0.0, dlse.float())
     if gluon_dq:
         record = [] if key is not None and pre_entry is not None else None
-        dq_runs, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m,
-                                         cfg.block_n, cfg.num_warps, cfg.num_stages,
-                                         split_dq=cfg.split_dq, persistent=cfg.persistent,
-                                         defer_dq=cfg.defer_dq, dq_on_empty=cfg.dq_on_empty,
-                                         dq=dq_acc, record=record)
-        cast_entry, cast_grid, cast_rest, dq = _dq_cast(dq_runs, q, cfg.block_m,
-                                                        d // 2 if cfg.split_dq else d)
-        if record and cast_entry is not None:
+        dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
+                                    cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
+                                    persistent=cfg.persistent, defer_dq=cfg.defer_dq,
+                                    dq_on_empty=cfg.dq_on_empty, dq=dq_acc, record=record)
+        if record and len(record) == 2:
             store_plan(key, ("dq runs", pre_entry, grid3(pre_grid), pre_rest, *record[0],
-                             cast_entry, grid3(cast_grid), cast_rest))
+                             *record[1]))
         return dq, dk, dv
     if gluon:  # head dim 256: dK and dV, then dQ, by the Gluon kernels
         record = [] if key is not None and pre_entry is not None else None

@@ -33,14 +33,17 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   stays in flight across the loop's back edge (ptxas serializes every MMA of the kernel
   otherwise; see fwd_gluon.py).
 
-The launcher (``attn_bwd_gluon``) returns dq (float32 in runs of the tiles' row blocks,
-``_dq_add``, to be put in place and cast by the caller), dk, dv; the
-``tl`` kernels (kernels/bwd.py) remain the portable path and the deterministic one.
+The launcher (``attn_bwd_gluon``) returns dq, dk, dv: dq is accumulated in float32 in runs of
+the tiles' row blocks (``_dq_add``), then put in place and cast by a small ``tl`` kernel
+(``_dq_from_runs``). The ``tl`` kernels (kernels/bwd.py) remain the portable path and the
+deterministic one.
 """
 
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 from triton._C.libtriton import ir
 from triton.experimental import gluon
 from triton.experimental.gluon.language import _core as gl_core
@@ -227,7 +230,7 @@ def _dq_add(dq_desc, dq_s, dq, run):
     TMA reduction of contiguous bytes. The accumulator is kept in runs (``dq_runs_numel``
     values): for each (batch, head, part of DQ_COLS columns, block of BLOCK_M rows), in that
     order, BLOCK_M · DQ_COLS values, its 8-column blocks one after another, each block's rows
-    of 8 values in order; the caller's cast (kernels/bwd.py ``_dq_from_runs``) puts them back
+    of 8 values in order; the launcher's cast (``_dq_from_runs``) puts them back
     in (batch, seqlen, heads, head_dim). The staging buffer ``dq_s`` holds the same run: the
     accumulator layout gives each thread two adjacent columns of a row in each 8-column
     block, so a half-warp's 8-byte stores (4 rows × 4 threads) fill 128 contiguous bytes
@@ -553,6 +556,42 @@ def dq_runs_numel(q, block_m: int) -> int:
     return batch * nheads * cdiv(seqlen_q, block_m) * block_m * d
 
 
+@triton.jit
+def _dq_from_runs(DQ_RUNS, DQ, stride_dqb, stride_dqm, stride_dqh, nheads, seqlen_q, n_qb,
+                  HEAD_DIM: tl.constexpr, RUN_ROWS: tl.constexpr, RUN_COLS: tl.constexpr):
+    """dq[b, rows, h, :] in q's dtype from the float32 accumulator in runs (``_dq_add``): for
+    each (batch, head, part of RUN_COLS columns, block of RUN_ROWS rows) one run of RUN_ROWS ·
+    RUN_COLS values, 8-column blocks one after another, each block's rows of 8 values in
+    order. One program per block of rows of a (batch, head). A ``tl`` kernel: it runs under
+    the interpreter too (tests/test_dq_runs.py)."""
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    r = tl.arange(0, RUN_ROWS)
+    c = tl.arange(0, HEAD_DIM)
+    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + c // RUN_COLS) * n_qb + qb
+    offs = (run[None, :] * (RUN_ROWS * RUN_COLS) + ((c % RUN_COLS) // 8)[None, :] * (RUN_ROWS * 8)
+            + r[:, None] * 8 + (c % 8)[None, :])
+    rows = qb * RUN_ROWS + r
+    mask = rows[:, None] < seqlen_q
+    vals = tl.load(DQ_RUNS + offs, mask=mask, other=0.0)
+    p_dq = (DQ + (bh // nheads).to(tl.int64) * stride_dqb + (bh % nheads) * stride_dqh
+            + rows[:, None].to(tl.int64) * stride_dqm + c[None, :])
+    tl.store(p_dq, vals.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"), mask=mask)
+
+
+def dq_cast(dq_runs, q, block_m: int, run_cols: int):
+    """dq in q's shape and dtype from the runs of ``block_m`` rows and ``run_cols`` columns:
+    the launch's cache entry, its grid and its arguments after the two tensors (for a call
+    plan), and the tensor."""
+    batch, seqlen_q, nheads, d = q.shape
+    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+    grid = (cdiv(max(seqlen_q, 1), block_m), batch * nheads)
+    rest = (*dq.stride()[:3], nheads, seqlen_q, cdiv(seqlen_q, block_m))
+    entry = launch(_dq_from_runs, grid, dq_runs, dq, *rest, HEAD_DIM=d, RUN_ROWS=block_m,
+                   RUN_COLS=run_cols)
+    return entry, grid, rest, dq
+
+
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
                    persistent: bool = False, defer_dq: bool = False, dq_on_empty: bool = False,
@@ -567,9 +606,11 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     barriers of its own (one arrival fewer per step). ``dq``: the float32
     accumulator in runs (``dq_runs_numel`` values, see ``_dq_add``), already zeroed
     (``kernels.bwd`` zeroes it in its preprocess launch); by default a fresh zeroed one.
-    ``record``: a list to append the launch's cached entry, its grid and the arguments after
-    the nine tensors to (for a call plan, see ``common.store_plan``). Returns (dq runs,
-    float32, dk, dv): kernels/bwd.py's ``_dq_cast`` puts dq in q's shape and dtype."""
+    ``record``: a list to append two launches to, each as its cached entry, its grid and the
+    arguments after its tensors (for a call plan, see ``common.store_plan``): the kernel's
+    (after its nine tensors) and the cast's (``dq_cast``, after the runs and dq). Returns (dq,
+    dk, dv) in q's dtype: dq put in place from the runs and cast, by the column parts this
+    launch used (``split_dq``)."""
     if defer_dq and not split_dq:
         raise ValueError("attn_bwd_gluon: defer_dq needs split_dq (only split dQ waits for the "
                          "other warpgroup's dS)")
@@ -593,6 +634,9 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
                    CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
                    DQ_ON_EMPTY=dq_on_empty,
                    CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
-    if record is not None and entry is not None:
+    # dq in place and cast, by the column parts this launch used
+    cast_entry, cast_grid, cast_rest, dq_out = dq_cast(dq, q, block_m, d // 2 if split_dq else d)
+    if record is not None and entry is not None and cast_entry is not None:
         record.append((entry, grid3(grid), rest))
-    return dq, dk, dv
+        record.append((cast_entry, grid3(cast_grid), cast_rest))
+    return dq_out, dk, dv
