@@ -392,6 +392,13 @@ def test_gluon_backward_entry_compiles(head_dim):
     mma = 2 * head_dim // 16 + 2 * 64 // 16 + 128 // 16
     assert [x["mma"] for x in loops] == [mma, mma], loops
     assert loops[0]["instructions"] - loops[1]["instructions"] in range(-8, 9), loops
+    # dQ is staged in 8-column blocks of 32-byte rows, unswizzled, and reduced as rows of 256
+    # float32 values (_dq_add)
+    layouts = r["shared_layouts"]
+    assert any("swizzlingByteWidth = 0" in x and "elementBitWidth = 32, rank = 4" in x
+               for x in layouts), layouts
+    assert any("swizzlingByteWidth = 0" in x and "elementBitWidth = 32}" in x
+               for x in layouts), layouts
     # ptxas's spill bytes and the local-memory instructions agree: both or neither
     local = sum(x["local_stores"] + x["local_loads"] for x in r["local_by_region"])
     assert (local > 0) == (r["spill_bytes"] > 0), (r["spill_bytes"], r["local_by_region"])

@@ -102,7 +102,7 @@ def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 does not run
     on three consumers nor sum P on the tensor cores; the backward defers dQ only when it is
     split (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only
-    if it is float32, contiguous and shaped like q; the head-dim-256 dK/dV and dQ kernels take
+    if it is float32, contiguous and holds the runs of q's rows (``dq_runs_numel``); the head-dim-256 dK/dV and dQ kernels take
     head dim 256, one warpgroup per consumer, 64-key tiles and 64-query blocks. Refused before
     the device is touched."""
     from flashtriton.configs import make_params
@@ -124,9 +124,10 @@ def test_gluon_launchers_reject_unknown_options():
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
     with pytest.raises(ValueError, match="dq_on_empty needs defer_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), split_dq=True, dq_on_empty=True)
+    # dq: the float32 runs (dq_runs_numel(q, 64) = 1 · 2 · 64 · 64 values), contiguous
     for dq in (torch.zeros(q.shape, dtype=torch.bfloat16), torch.zeros(1, 64, 2, 32),
-               torch.zeros(1, 2, 64, 64).transpose(1, 2)):
-        with pytest.raises(ValueError, match="dq must be a contiguous float32 tensor"):
+               torch.zeros(1, 2, 64, 64).transpose(1, 2), torch.zeros(8193)):
+        with pytest.raises(ValueError, match="dq must be a contiguous float32 tensor of 8192"):
             attn_bwd_gluon(q, q, q, q, q, q, make_params(64), dq=dq.to(q.device))
     # the head-dim-256 dK/dV kernel: head dim 256, one warpgroup per consumer, 64 x 64 blocks
     from flashtriton.kernels.bwd_gluon_d256 import attn_bwd_dkdv_gluon_d256

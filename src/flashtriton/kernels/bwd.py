@@ -44,12 +44,15 @@ _empty = torch.empty
 def _bwd_preprocess(O, DO, DELTA, CU_Q, DQ, stride_ob, stride_om, stride_oh,
                     stride_dob, stride_dom, stride_doh, stride_lb, stride_lh,
                     stride_dqb, stride_dqm, stride_dqh,
-                    nheads, seqlen_q_max, HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr,
-                    BLOCK_M: tl.constexpr, IS_VARLEN: tl.constexpr, ZERO_DQ: tl.constexpr,
-                    HEAD_DIM_QK: tl.constexpr, BLOCK_DQK: tl.constexpr):
+                    nheads, seqlen_q_max, zero_rows, HEAD_DIM_V: tl.constexpr,
+                    BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, IS_VARLEN: tl.constexpr,
+                    ZERO_DQ: tl.constexpr, HEAD_DIM_QK: tl.constexpr, BLOCK_DQK: tl.constexpr):
     """delta[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d] (float32). ``ZERO_DQ``: also
-    zero the same rows of the float32 dQ accumulator ``DQ`` (dense layout only: with varlen,
-    rows past the last sequence would stay unwritten), one launch instead of a memset."""
+    zero rows 0 … ``zero_rows`` − 1 of the float32 dQ accumulator ``DQ`` seen through its
+    strides (dense layouts only: with varlen, rows past the last sequence would stay
+    unwritten), one launch instead of a memset. For the Gluon backward's accumulator in runs
+    (kernels/bwd_gluon.py ``_dq_add``) the caller passes strides of (batch, rows, heads,
+    head_dim) over each head's whole runs, and ``zero_rows`` past ``seqlen_q_max``."""
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // nheads
@@ -76,7 +79,16 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, DQ, stride_ob, stride_om, stride_oh,
         offs_dq = tl.arange(0, BLOCK_DQK)
         tl.store(DQ + b64 * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm
                  + offs_dq[None, :], tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32),
-                 mask=(offs_m[:, None] < seqlen_q) & (offs_dq[None, :] < HEAD_DIM_QK))
+                 mask=(offs_m[:, None] < zero_rows) & (offs_dq[None, :] < HEAD_DIM_QK))
+
+
+def _dq_runs_strides(q, block_m: int) -> tuple[int, int, int]:
+    """(batch, row, head) strides that walk the Gluon backward's dQ runs as rows of head_dim
+    values: each head's runs are contiguous, cdiv(seqlen_q, block_m) · block_m such rows (what
+    the preprocess kernel zeroes; the order of values inside them is ``_dq_add``'s)."""
+    _, seqlen_q, nheads, d = q.shape
+    head = cdiv(seqlen_q, block_m) * block_m * d
+    return nheads * head, d, head
 
 
 @triton.jit
@@ -364,28 +376,33 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, MASK, SLOPES, CU_Q, CU_K, SEED,
 
 
 def _run_bwd_plan(plan, do, q, k, v, o, lse, device: int):
-    """A call with a stored plan (see ``common.store_plan``): δ with dQ zeroed, then the Gluon
-    kernel, on fresh buffers, as the call that stored the plan launched them. At head dim 256
-    (a plan of two kernels): δ alone, then the dK/dV kernel, then the dQ kernel."""
+    """A call with a stored plan (see ``common.store_plan``), on fresh buffers, as the call that
+    stored the plan launched them. At head dim 64 and 128 ("dq runs"): δ with the dQ runs
+    zeroed, the Gluon kernel, then dq put back in place and cast. At head dim 256 (a plan of
+    two kernels): δ alone, then the dK/dV kernel, then the dQ kernel."""
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
-    if len(plan) == 9:
-        pre_entry, pre_grid, pre_rest, entry, grid, rest, dq_entry, dq_grid, dq_rest = plan
-        pre_entry(pre_grid, (o, do, delta, q, delta, *pre_rest), device)
-        ensure_allocator()  # the Gluon kernels build their TMA descriptors on the device
+    if plan[0] == "dq runs":
+        (pre_entry, pre_grid, pre_rest, entry, grid, rest, cast_entry, cast_grid,
+         cast_rest) = plan[1:]
+        batch, _, nheads, d = q.shape  # every head's rows rounded up: pre_rest's last
+        dq_runs = _empty(batch * nheads * pre_rest[-1] * d, dtype=torch.float32, device=q.device)
+        pre_entry(pre_grid, (o, do, delta, q, dq_runs, *pre_rest), device)
+        ensure_allocator()  # the Gluon kernel builds its TMA descriptors on the device
         dk = _empty(k.shape, dtype=k.dtype, device=k.device)
         dv = _empty(v.shape, dtype=v.dtype, device=v.device)
-        entry(grid, (q, k, v, do, lse, delta, dk, dv, *rest), device)
+        entry(grid, (q, k, v, do, lse, delta, dq_runs, dk, dv, *rest), device)
         dq = _empty(q.shape, dtype=q.dtype, device=q.device)
-        dq_entry(dq_grid, (q, k, v, do, lse, delta, dq, *dq_rest), device)
+        cast_entry(cast_grid, (dq_runs, dq, *cast_rest), device)
         return dq, dk, dv
-    pre_entry, pre_grid, pre_rest, entry, grid, rest = plan
-    dq = _empty(q.shape, dtype=torch.float32, device=q.device)
-    pre_entry(pre_grid, (o, do, delta, q, dq, *pre_rest), device)
-    ensure_allocator()  # the Gluon kernel builds its TMA descriptors on the device
+    pre_entry, pre_grid, pre_rest, entry, grid, rest, dq_entry, dq_grid, dq_rest = plan
+    pre_entry(pre_grid, (o, do, delta, q, delta, *pre_rest), device)
+    ensure_allocator()  # the Gluon kernels build their TMA descriptors on the device
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
     dv = _empty(v.shape, dtype=v.dtype, device=v.device)
-    entry(grid, (q, k, v, do, lse, delta, dq, dk, dv, *rest), device)
-    return dq.to(q.dtype), dk, dv
+    entry(grid, (q, k, v, do, lse, delta, dk, dv, *rest), device)
+    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+    dq_entry(dq_grid, (q, k, v, do, lse, delta, dq, *dq_rest), device)
+    return dq, dk, dv
 
 
 def _pow2_dim(d: int) -> int:
@@ -448,12 +465,20 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         sl = (lse.stride(0), lse.stride(1))
     delta = _empty(lse.shape, dtype=torch.float32, device=lse.device)
     # the float32 dQ accumulator that the Gluon kernel and the fused tl kernel add into: zeroed
-    # by the preprocess kernel (dense layouts) or by a memset (varlen)
+    # by the preprocess kernel (dense layouts) or by a memset (varlen). The Gluon kernel's is
+    # kept in runs of its row blocks (kernels/bwd_gluon.py, _dq_add), every head's rows rounded
+    # up to whole blocks, which the preprocess zeroes as rows of head_dim values.
     fused = cfg.fused_dq and not params.deterministic and not gluon
     dq_acc = None
-    if gluon_dq or fused:
+    dq_strides, zero_rows = (0, 0, 0), seqlen_q
+    if gluon_dq:
+        dq_strides = _dq_runs_strides(q, cfg.block_m)
+        zero_rows = cdiv(seqlen_q, cfg.block_m) * cfg.block_m
+        dq_acc = _empty(batch * nheads * zero_rows * d, dtype=torch.float32, device=q.device)
+    elif fused:
         dq_acc = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if varlen
                   else _empty(q.shape, dtype=torch.float32, device=q.device))
+        dq_strides = strides(dq_acc)
     zero_dq = dq_acc is not None and not varlen
     mask_kind, mask, sm = _mask_args(attn_mask, q)
     slopes, s_sb = _slope_args(alibi_slopes, q)
@@ -461,9 +486,9 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     cu_k = cu_seqlens_k if varlen else q
     flags = dot_flags(q.dtype, params.allow_tf32)
     pre_block = 64 if not flags["UPCAST_BF16"] and q.is_cuda else 16
-    pre_grid = (cdiv(max(seqlen_q, 1), pre_block), batch * nheads)
-    pre_rest = (*strides(o), *strides(do), *sl, *(strides(dq_acc) if zero_dq else (0, 0, 0)),
-                nheads, seqlen_q)
+    pre_grid = (cdiv(max(seqlen_q, zero_rows, 1), pre_block), batch * nheads)
+    pre_rest = (*strides(o), *strides(do), *sl, *(dq_strides if zero_dq else (0, 0, 0)),
+                nheads, seqlen_q, zero_rows)
     pre_entry = launch(_bwd_preprocess, pre_grid, o, do, delta, cu_q,
                        dq_acc if zero_dq else delta, *pre_rest,
                        HEAD_DIM_V=d_v, BLOCK_DV=_pow2_dim(d_v), BLOCK_M=pre_block,
@@ -476,9 +501,10 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
                                     persistent=cfg.persistent, defer_dq=cfg.defer_dq,
                                     dq_on_empty=cfg.dq_on_empty, dq=dq_acc, record=record)
-        if record:
-            store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0]))
-        return dq.to(q.dtype), dk, dv
+        if record and len(record) == 2:
+            store_plan(key, ("dq runs", pre_entry, grid3(pre_grid), pre_rest, *record[0],
+                             *record[1]))
+        return dq, dk, dv
     if gluon:  # head dim 256: dK and dV, then dQ, by the Gluon kernels
         record = [] if key is not None and pre_entry is not None else None
         dk, dv = attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m,

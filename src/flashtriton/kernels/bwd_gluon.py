@@ -33,13 +33,17 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   stays in flight across the loop's back edge (ptxas serializes every MMA of the kernel
   otherwise; see fwd_gluon.py).
 
-The launcher (``attn_bwd_gluon``) returns dq (float32, to be cast by the caller), dk, dv; the
-``tl`` kernels (kernels/bwd.py) remain the portable path and the deterministic one.
+The launcher (``attn_bwd_gluon``) returns dq, dk, dv: dq is accumulated in float32 in runs of
+the tiles' row blocks (``_dq_add``), then put in place and cast by a small ``tl`` kernel
+(``_dq_from_runs``). The ``tl`` kernels (kernels/bwd.py) remain the portable path and the
+deterministic one.
 """
 
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 from triton._C.libtriton import ir
 from triton.experimental import gluon
 from triton.experimental.gluon.language import _core as gl_core
@@ -215,17 +219,30 @@ def _stage(buf, tile):
     operation on the buffer has read it, and with every thread's share stored and visible to
     the TMA unit before this returns."""
     tma.store_wait(pendings=0)
-    buf.reshape([tile.type.shape[0], tile.type.shape[1]]).store(tile)
+    buf.reshape(tile.type.shape).store(tile)  # (the buffer's leading 1s dropped)
     fence_async_shared()
     gl.thread_barrier()
 
 
 @gluon.jit
-def _dq_add(dq_desc, dq_s, dq, b, row, col):
-    """Add a finished (scaled) dQ part into the float32 dQ at (b, row, col) by a TMA
-    reduction, staged in ``dq_s``."""
-    _stage(dq_s, dq)
-    _tma_add(dq_desc, [b, row, col], dq_s)
+def _dq_add(dq_desc, dq_s, dq, run):
+    """Add a finished (scaled) dQ part into run ``run`` of the float32 dQ accumulator by one
+    TMA reduction of contiguous bytes. The accumulator is kept in runs (``dq_runs_numel``
+    values): for each (batch, head, part of DQ_COLS columns, block of BLOCK_M rows), in that
+    order, BLOCK_M · DQ_COLS values, its 8-column blocks one after another, each block's rows
+    of 8 values in order; the launcher's cast (``_dq_from_runs``) puts them back
+    in (batch, seqlen, heads, head_dim). The staging buffer ``dq_s`` holds the same run: the
+    accumulator layout gives each thread two adjacent columns of a row in each 8-column
+    block, so a half-warp's 8-byte stores (4 rows × 4 threads) fill 128 contiguous bytes
+    without bank conflicts, and the reduction reads the buffer as rows of 256 values. (A
+    [rows, columns] tile under the 128-byte swizzle took two wavefronts per half-warp store;
+    a reduction in 32-byte rows spread over the heads' rows cost more than that saved:
+    perf-log session 29.)"""
+    ROWS: gl.constexpr = dq.type.shape[0]
+    COLS: gl.constexpr = dq.type.shape[1]
+    _stage(dq_s, gl.permute(gl.reshape(dq, [ROWS, COLS // 8, 8]), (1, 0, 2)))
+    flat = dq_s._reinterpret(gl.float32, dq_desc.block_shape, dq_desc.layout)
+    _tma_add(dq_desc, [run * dq_desc.block_shape[0], 0], flat)
 
 
 @gluon.jit
@@ -243,13 +260,13 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
-    (Q, DQ, DK, DV, ds_smem, dq_smem, ds_sync, qk_scale, scale_ds, stride_dqb, stride_dqm,
+    (Q, DQ, DK, DV, ds_smem, dq_smem, ds_sync, qk_scale, scale_ds,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    DQ_COLS: gl.constexpr = dq_smem.type.shape[3]
+    DQ_COLS: gl.constexpr = dq_smem.type.shape[2] * dq_smem.type.shape[4]  # blocks of 8
     SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DEFER_DQ: gl.constexpr = PARITIES > 2  # a step's dQ product in the next step
@@ -286,11 +303,18 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     k_both = (k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]),
               k_smem.index(1).reshape([BLOCK_N, HEAD_DIM]))
     dq_s = dq_smem.index(WG)
-    col0 = WG * DQ_COLS if SPLIT_DQ else 0  # this warpgroup's first dQ column in a head
-    dq_desc = tma.make_tensor_descriptor(DQ, shape=[batch, seqlen_q, nheads * HEAD_DIM],
-                                         strides=[stride_dqb, stride_dqm, 1],
-                                         block_shape=[1, BLOCK_M, DQ_COLS],
-                                         layout=dq_smem.type.layout)
+    PARTS: gl.constexpr = HEAD_DIM // DQ_COLS  # parts of DQ_COLS columns in a head
+    part: gl.constexpr = WG if SPLIT_DQ else 0  # this warpgroup's
+    # the float32 dQ accumulator in runs of BLOCK_M · DQ_COLS values (see _dq_add), seen as
+    # rows of 256 values: a reduction adds one run, DQ_RUN_ROWS rows
+    DQ_RUN_ROWS: gl.constexpr = BLOCK_M * DQ_COLS // 256
+    n_qb = gl.cdiv(seqlen_q, BLOCK_M)
+    dq_desc = tma.make_tensor_descriptor(DQ, shape=[batch * nheads * PARTS * n_qb * DQ_RUN_ROWS,
+                                                    256],
+                                         strides=[256, 1], block_shape=[DQ_RUN_ROWS, 256],
+                                         layout=gl.NVMMASharedLayout(swizzle_byte_width=0,
+                                                                     element_bitwidth=32,
+                                                                     rank=2))
     # dK, dV: staged in dq_s (BLOCK_M · DQ_COLS float32 ≥ BLOCK_N · HEAD_DIM 16-bit values)
     out_layout: gl.constexpr = v_smem.type.layout
     out_s = dq_s._reinterpret(dtype, [1, BLOCK_N, 1, HEAD_DIM], out_layout)
@@ -320,8 +344,7 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         else:
             k_a = k_s
             v_a = v_s
-        prev_m0 = 0  # the previous step's dQ rows and columns (DEFER_DQ)
-        prev_col = 0
+        prev_run = 0  # the previous step's run of dQ (DEFER_DQ)
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
@@ -369,17 +392,17 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
             if DEFER_DQ:
                 if it > 0:
-                    _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
-                prev_m0 = m0
-                prev_col = head * HEAD_DIM + col0
+                    _dq_add(dq_desc, dq_s, dq * scale_ds, prev_run)
+                prev_run = ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M
             else:
-                _dq_add(dq_desc, dq_s, dq * scale_ds, b, m0, head * HEAD_DIM + col0)
+                _dq_add(dq_desc, dq_s, dq * scale_ds,
+                        ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M)
         if DEFER_DQ:  # the tile's last step's dQ, before K may be replaced
             if n_steps > 0:
                 dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, step + n_steps - 1, WG,
                                  True)
                 dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-                _dq_add(dq_desc, dq_s, dq * scale_ds, b, prev_m0, prev_col)
+                _dq_add(dq_desc, dq_s, dq * scale_ds, prev_run)
         # this warpgroup's last product that read K or V is done: the next tile's may load
         mbarrier.arrive(kv_empty, pred=n_steps > 0)
         step += n_steps
@@ -406,7 +429,7 @@ def _bwd_consumer1(staged, kv, schedule, args):
 @gluon.jit
 def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
-                 stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm,
+                 stride_vh, stride_dob, stride_dom,
                  stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                  stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
@@ -433,8 +456,9 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                                                    element_bitwidth=16, rank=4)
                               if SPLIT_DQ and DQ_COLS * 2 < 128 else kv_layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
-    dq_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, DQ_COLS],
-                                                                   gl.float32)
+    # dQ staging: a run of 8-column blocks of 32-byte rows, unswizzled (_dq_add)
+    dq_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32,
+                                                   rank=4)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [2, 1, BLOCK_N, 1, HEAD_DIM], k_layout)
@@ -443,7 +467,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     # step, while the other warpgroup may be a step ahead, so four parities instead of two
     PARITIES: gl.constexpr = 4 if DEFER_DQ else 2
     ds_smem = gl.allocate_shared_memory(dtype, [2 * PARITIES, BLOCK_N, BLOCK_M], ds_layout)
-    dq_smem = gl.allocate_shared_memory(gl.float32, [2, 1, BLOCK_M, DQ_COLS], dq_layout)
+    dq_smem = gl.allocate_shared_memory(gl.float32, [2, 1, DQ_COLS // 8, BLOCK_M, 8], dq_layout)
     row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], row_layout)
@@ -474,7 +498,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     else:
         ds_sync = (ds_ready,)
     work = (staged, kv, schedule, (Q, DQ, DK, DV, ds_smem, dq_smem, ds_sync, qk_scale, scale_ds,
-                                   stride_dqb, stride_dqm, stride_dkb, stride_dkn, stride_dkh,
+                                   stride_dkb, stride_dkn, stride_dkh,
                                    stride_dvb, stride_dvn, stride_dvh))
     # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
     gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0, work), (_bwd_consumer1, work)],
@@ -505,13 +529,12 @@ def launch_geometry(params, seqlen_q: int, seqlen_k: int, tiles: int, num_warps:
     return causal, shift, maxnreg, grid
 
 
-def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool,
-                 dq=None):
+def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool):
     """What the Gluon backward launchers (this one's and kernels/bwd_gluon_d256.py's) share:
     empty dk and dv, the grid (a program per tile of ``tile_keys`` keys of a key head, or one
-    per SM), the arguments after the tensors (strides, dq's if given, then the sizes and
-    scales), whether the mask is causal, and the register cap for two consumer warpgroups of
-    ``num_warps`` warps beside the producer's four."""
+    per SM), the arguments after the tensors (strides, then the sizes and scales), whether the
+    mask is causal, and the register cap for two consumer warpgroups of ``num_warps`` warps
+    beside the producer's four."""
     batch, seqlen_q, nheads, _ = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
@@ -520,11 +543,53 @@ def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persi
         params, seqlen_q, seqlen_k, cdiv(seqlen_k, tile_keys) * batch * nheads_k, num_warps,
         persistent, q.device)
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
-               *(dq.stride()[:2] if dq is not None else ()), *dk.stride()[:3],
-               *dv.stride()[:3], *lse.stride()[:2])
+               *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
     rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
             params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
     return dk, dv, grid, rest, causal, maxnreg
+
+
+def dq_runs_numel(q, block_m: int) -> int:
+    """Values in the Gluon backward's float32 dQ accumulator (see ``_dq_add``): every head's
+    rows rounded up to whole blocks of ``block_m``."""
+    batch, seqlen_q, nheads, d = q.shape
+    return batch * nheads * cdiv(seqlen_q, block_m) * block_m * d
+
+
+@triton.jit
+def _dq_from_runs(DQ_RUNS, DQ, stride_dqb, stride_dqm, stride_dqh, nheads, seqlen_q, n_qb,
+                  HEAD_DIM: tl.constexpr, RUN_ROWS: tl.constexpr, RUN_COLS: tl.constexpr):
+    """dq[b, rows, h, :] in q's dtype from the float32 accumulator in runs (``_dq_add``): for
+    each (batch, head, part of RUN_COLS columns, block of RUN_ROWS rows) one run of RUN_ROWS ·
+    RUN_COLS values, 8-column blocks one after another, each block's rows of 8 values in
+    order. One program per block of rows of a (batch, head). A ``tl`` kernel: it runs under
+    the interpreter too (tests/test_dq_runs.py)."""
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    r = tl.arange(0, RUN_ROWS)
+    c = tl.arange(0, HEAD_DIM)
+    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + c // RUN_COLS) * n_qb + qb
+    offs = (run[None, :] * (RUN_ROWS * RUN_COLS) + ((c % RUN_COLS) // 8)[None, :] * (RUN_ROWS * 8)
+            + r[:, None] * 8 + (c % 8)[None, :])
+    rows = qb * RUN_ROWS + r
+    mask = rows[:, None] < seqlen_q
+    vals = tl.load(DQ_RUNS + offs, mask=mask, other=0.0)
+    p_dq = (DQ + (bh // nheads).to(tl.int64) * stride_dqb + (bh % nheads) * stride_dqh
+            + rows[:, None].to(tl.int64) * stride_dqm + c[None, :])
+    tl.store(p_dq, vals.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"), mask=mask)
+
+
+def dq_cast(dq_runs, q, block_m: int, run_cols: int):
+    """dq in q's shape and dtype from the runs of ``block_m`` rows and ``run_cols`` columns:
+    the launch's cache entry, its grid and its arguments after the two tensors (for a call
+    plan), and the tensor."""
+    batch, seqlen_q, nheads, d = q.shape
+    dq = _empty(q.shape, dtype=q.dtype, device=q.device)
+    grid = (cdiv(max(seqlen_q, 1), block_m), batch * nheads)
+    rest = (*dq.stride()[:3], nheads, seqlen_q, cdiv(seqlen_q, block_m))
+    entry = launch(_dq_from_runs, grid, dq_runs, dq, *rest, HEAD_DIM=d, RUN_ROWS=block_m,
+                   RUN_COLS=run_cols)
+    return entry, grid, rest, dq
 
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
@@ -539,10 +604,13 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     warpgroup waits for the other's dSᵀ of the step it has just computed; ``dq_on_empty``
     (deferred dQ only): that product waits on the Q/dO ring's ``empty`` barriers instead of
     barriers of its own (one arrival fewer per step). ``dq``: the float32
-    accumulator, already zeroed (``kernels.bwd`` zeroes it in its preprocess launch); by
-    default a fresh zeroed one. ``record``: a list to append the launch's cached entry, its
-    grid and the arguments after the nine tensors to (for a call plan, see
-    ``common.store_plan``). Returns (dq float32, dk, dv)."""
+    accumulator in runs (``dq_runs_numel`` values, see ``_dq_add``), already zeroed
+    (``kernels.bwd`` zeroes it in its preprocess launch); by default a fresh zeroed one.
+    ``record``: a list to append two launches to, each as its cached entry, its grid and the
+    arguments after its tensors (for a call plan, see ``common.store_plan``): the kernel's
+    (after its nine tensors) and the cast's (``dq_cast``, after the runs and dq). Returns (dq,
+    dk, dv) in q's dtype: dq put in place from the runs and cast, by the column parts this
+    launch used (``split_dq``)."""
     if defer_dq and not split_dq:
         raise ValueError("attn_bwd_gluon: defer_dq needs split_dq (only split dQ waits for the "
                          "other warpgroup's dS)")
@@ -553,19 +621,22 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     d = q.shape[-1]
     if d not in (64, 128):
         raise ValueError(f"head dim: the Gluon backward covers 64 and 128, not {d}")
-    # (batch, seqlen, heads · head_dim) rows for the reduction's descriptor
+    numel = dq_runs_numel(q, block_m)
     if dq is None:
-        dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    elif dq.shape != q.shape or dq.dtype != torch.float32 or not dq.is_contiguous():
-        raise ValueError(f"attn_bwd_gluon: dq must be a contiguous float32 tensor shaped like q "
-                         f"{tuple(q.shape)}, got {dq.dtype} {tuple(dq.shape)}")
+        dq = torch.zeros(numel, dtype=torch.float32, device=q.device)
+    elif dq.numel() != numel or dq.dtype != torch.float32 or not dq.is_contiguous():
+        raise ValueError(f"attn_bwd_gluon: dq must be a contiguous float32 tensor of {numel} "
+                         f"values (dq_runs_numel), got {dq.dtype} {tuple(dq.shape)}")
     dk, dv, grid, rest, causal, maxnreg = launch_setup(do, q, k, v, lse, params, block_n,
-                                                       num_warps, persistent, dq)
+                                                       num_warps, persistent)
     entry = launch(_attn_bwd_ws, grid, q, k, v, do, lse, delta, dq, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages,
                    CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
                    DQ_ON_EMPTY=dq_on_empty,
                    CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
-    if record is not None and entry is not None:
+    # dq in place and cast, by the column parts this launch used
+    cast_entry, cast_grid, cast_rest, dq_out = dq_cast(dq, q, block_m, d // 2 if split_dq else d)
+    if record is not None and entry is not None and cast_entry is not None:
         record.append((entry, grid3(grid), rest))
-    return dq, dk, dv
+        record.append((cast_entry, grid3(cast_grid), cast_rest))
+    return dq_out, dk, dv
