@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: for each branch copied by scripts/branch_trees.sh, its GPU tests, then an
 # A/B of its kernels against this tree's (scripts/gpu_ab.sh … bench: four runs, old / new / new
-# / old), all in one call; everything under $OUT/branches.tgz (a call returns only 8 files).
+# / old), all in one call; everything under $OUT/branches.tgz (a call returns only 8 files),
+# also what ran before a signal (a `timeout` around the script) stopped it.
 #
 #   OUT=out scripts/gpu_branches.sh trees \
 #       "fwd-fewer-barriers|tests/test_gluon.py tests/test_validation.py|--passes fwd --headdims 64 128" \
@@ -32,6 +33,13 @@ DIR=$(cd "$1" && pwd); shift
 ROOT=$PWD
 OUT="${OUT:-out}"; mkdir -p "$OUT/branches"; OUT=$(cd "$OUT" && pwd)
 WORKERS="${WORKERS:-8}"
+# everything that ran goes into one archive, also when a limit (`timeout`) stops the script: the
+# device tool returns no file nested as deep as branches/BRANCH/ab/ (session 30 lost an A/B so)
+touch "$OUT/steps.txt"
+pack() { [ -d "$OUT/branches" ] || return 0
+         tar -czf "$OUT/branches.tgz" -C "$OUT" branches steps.txt && rm -rf "$OUT/branches"; }
+trap 'echo "== stopped by a signal: what ran is in branches.tgz" | tee -a "$OUT/steps.txt"
+      pack; exit 143' TERM INT
 TEST_TIMEOUT="${TEST_TIMEOUT:-400}"
 for spec in "$@"; do
   IFS='|' read -r branch tests bench <<< "$spec"
@@ -64,4 +72,4 @@ for spec in "$@"; do
         | tee "$res/ab-table.txt"
   fi
 done
-tar -czf "$OUT/branches.tgz" -C "$OUT" branches steps.txt && rm -rf "$OUT/branches"
+pack
