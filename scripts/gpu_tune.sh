@@ -32,7 +32,9 @@
 # float16), bwd-d64-m128 (the d64 backward with 128-query steps, split dQ not deferred, against
 # the shipped 64-query launches), fwd-d64-short (the d64 two-consumer forward at 1k-4k with
 # three ring slots or 64-key tiles), bwd-d64-kv-regs (the d64 backward's launches again once its
-# K and V sit in registers: ring slots, persistent or not, dQ waiting on `empty` or not).
+# K and V sit in registers: ring slots, persistent or not, dQ waiting on `empty` or not),
+# bwd-d128-runs (the d128 backward's launches again once its dQ accumulator is kept in runs:
+# persistent or not, the deferred dQ waiting on `empty` or on `ds_ready`, dQ not deferred).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23).
 #
@@ -173,6 +175,13 @@ for name in $SWEEPS; do
     bwd-d64-kv-regs) sweep bwd-d64-kv-regs 200 --pass bwd --headdims 64 \
         --seqlens 1024,4096,16384 --causal 0,1 --bwd-space \
         "'64:128;4;2,3;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer'" ;;
+    # session 30: the d128 backward's dQ accumulator in runs (each step's reduction of
+    # contiguous rows) changed the step's tail, so its launches are timed again: persistent or
+    # one program per tile, the deferred dQ product waiting on `empty` or on `ds_ready`, and dQ
+    # not deferred (what d128 causal runs below FEW_KEYS_BWD_BELOW)
+    bwd-d128-runs) sweep bwd-d128-runs 160 --pass bwd --headdims 128 \
+        --seqlens 1024,4096,16384 --causal 0,1 --bwd-space \
+        "'64:128;4;2;gluonsplitdeferemptypers,gluonsplitdeferpers,gluonsplitdeferempty,gluonsplitdefer,gluonsplitpers'" ;;
     # session 28: the d64 backward with 128-query steps (split dQ, not deferred: the deferred
     # dS buffers of four step parities do not fit; 200,136 bytes of shared memory, 480 bytes
     # of spills, no serialized MMAs offline) against the shipped 64-query launches; measured
