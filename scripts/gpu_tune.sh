@@ -163,15 +163,17 @@ for name in $SWEEPS; do
     fwd-pp-d64) sweep fwd-pp-d64 150 --pass fwd --headdims 64 --seqlens 1024,4096,8192 \
         --causal 0,1 \
         --fwd-space "'128:128;4;2;gluonpers,gluonpppers|192:128;4;2;gluonpers,gluonpppers'" ;;
-    # prepared in session 28, not yet run: the d64 two-consumer forward in ping-pong (shipped
-    # below 4096 keys, 8192 causal) with three ring slots or 64-key tiles, at 1k and 2k, where
-    # the d64 forward trails cuDNN (0.94-0.99x in session 28's runs); session 29 added 4k,
-    # where the causal forward runs two consumers too (0.972x cuDNN in session 29's run)
+    # prepared in session 28: the d64 two-consumer forward in ping-pong (shipped below 4096
+    # keys, 8192 causal) with three ring slots or 64-key tiles, at 1k and 2k, where the d64
+    # forward trails cuDNN (0.94-0.99x in session 28's runs); session 29 added 4k, where the
+    # causal forward runs two consumers too. Run in session 30 (…-s30-tune-fwd-d64-short.json):
+    # the shipped launches best or within 1.1%; cuDNN ahead at 1k and 2k by 2-7%
     fwd-d64-short) sweep fwd-d64-short 150 --pass fwd --headdims 64 --seqlens 1024,2048,4096 \
         --causal 0,1 --fwd-space "'128:128;4;2,3;gluonpppers|128:64;4;2,3;gluonpppers'" ;;
     # session 29: the d64 backward holds K and V in registers (Sᵀ and dPᵀ read only Q and dO
     # from shared memory), so its launches are timed again: two or three ring slots, persistent
-    # or one program per tile, the deferred dQ waiting on ds_ready or on `empty`
+    # or one program per tile, the deferred dQ waiting on ds_ready or on `empty`. Run in
+    # session 30 (…-s30-tune-bwd-d64-kv-regs.json): no launch beyond the timings' spread
     bwd-d64-kv-regs) sweep bwd-d64-kv-regs 200 --pass bwd --headdims 64 \
         --seqlens 1024,4096,16384 --causal 0,1 --bwd-space \
         "'64:128;4;2,3;gluonsplitdeferpers,gluonsplitdeferemptypers,gluonsplitdefer'" ;;

@@ -26,7 +26,7 @@ from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, 
                                         tma_ready)
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
-    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, gluon_bwd_eligible
+    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, dq_runs_numel, gluon_bwd_eligible
     from flashtriton.kernels.bwd_gluon_d256 import attn_bwd_dkdv_gluon_d256
     from flashtriton.kernels.bwd_gluon_d256_dq import attn_bwd_dq_gluon_d256
 except ImportError:  # older Triton: the tl kernels only
@@ -474,7 +474,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     if gluon_dq:
         dq_strides = _dq_runs_strides(q, cfg.block_m)
         zero_rows = cdiv(seqlen_q, cfg.block_m) * cfg.block_m
-        dq_acc = _empty(batch * nheads * zero_rows * d, dtype=torch.float32, device=q.device)
+        dq_acc = _empty(dq_runs_numel(q, cfg.block_m), dtype=torch.float32, device=q.device)
     elif fused:
         dq_acc = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if varlen
                   else _empty(q.shape, dtype=torch.float32, device=q.device))
