@@ -393,6 +393,10 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             if DEFER_DQ:
                 if it > 0:
                     _dq_add(dq_desc, dq_s, dq * scale_ds, prev_run)
+                else:  # (a barrier on every path from the arrival on `empty` to the next
+                    # step's wait on `ready`: Triton's shared-memory analysis puts one at the
+                    # loop's top otherwise, on every step)
+                    gl.thread_barrier()
                 prev_run = ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M
             else:
                 _dq_add(dq_desc, dq_s, dq * scale_ds,
