@@ -562,21 +562,27 @@ def _dq_from_runs(DQ_RUNS, DQ, stride_dqb, stride_dqm, stride_dqh, nheads, seqle
     """dq[b, rows, h, :] in q's dtype from the float32 accumulator in runs (``_dq_add``): for
     each (batch, head, part of RUN_COLS columns, block of RUN_ROWS rows) one run of RUN_ROWS ·
     RUN_COLS values, 8-column blocks one after another, each block's rows of 8 values in
-    order. One program per block of rows of a (batch, head). A ``tl`` kernel: it runs under
+    order. One program per block of rows of a (batch, head). The runs are read as [8-column
+    block, row, 8] tiles, whose 8 values sit together in memory (vector loads), and turned into
+    [row, column] in registers for dq's rows (vector stores). A ``tl`` kernel: it runs under
     the interpreter too (tests/test_dq_runs.py)."""
     qb = tl.program_id(0)
     bh = tl.program_id(1)
-    r = tl.arange(0, RUN_ROWS)
+    BLOCKS: tl.constexpr = HEAD_DIM // 8  # 8-column blocks of a head, part after part
+    PART_BLOCKS: tl.constexpr = RUN_COLS // 8
+    j = tl.arange(0, BLOCKS)[:, None, None]
+    r = tl.arange(0, RUN_ROWS)[None, :, None]
+    e = tl.arange(0, 8)[None, None, :]
+    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + j // PART_BLOCKS) * n_qb + qb
+    offs = run * (RUN_ROWS * RUN_COLS) + (j % PART_BLOCKS) * (RUN_ROWS * 8) + r * 8 + e
+    vals = tl.load(DQ_RUNS + offs, mask=qb * RUN_ROWS + r < seqlen_q, other=0.0)
+    vals = tl.reshape(tl.permute(vals, (1, 0, 2)), [RUN_ROWS, HEAD_DIM])  # column j · 8 + e
+    rows = qb * RUN_ROWS + tl.arange(0, RUN_ROWS)
     c = tl.arange(0, HEAD_DIM)
-    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + c // RUN_COLS) * n_qb + qb
-    offs = (run[None, :] * (RUN_ROWS * RUN_COLS) + ((c % RUN_COLS) // 8)[None, :] * (RUN_ROWS * 8)
-            + r[:, None] * 8 + (c % 8)[None, :])
-    rows = qb * RUN_ROWS + r
-    mask = rows[:, None] < seqlen_q
-    vals = tl.load(DQ_RUNS + offs, mask=mask, other=0.0)
     p_dq = (DQ + (bh // nheads).to(tl.int64) * stride_dqb + (bh % nheads) * stride_dqh
             + rows[:, None].to(tl.int64) * stride_dqm + c[None, :])
-    tl.store(p_dq, vals.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"), mask=mask)
+    tl.store(p_dq, vals.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"),
+             mask=rows[:, None] < seqlen_q)
 
 
 def dq_cast(dq_runs, q, block_m: int, run_cols: int):
