@@ -57,10 +57,10 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
         cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
         # deferred dQ everywhere but d128 causal below `few` keys (perf-log, sessions 8 and 17),
-        # its product waiting on the ring's `empty` at d128 (sessions 16 and 17)
+        # its product waiting on the ring's `empty` (d128: sessions 16 and 17; d64: session 30)
         plain = (head_dim, causal) == (128, True) and seqlen_k < few
         assert cfg.defer_dq == (not plain), seqlen_k
-        assert cfg.dq_on_empty == (head_dim == 128 and not plain), seqlen_k
+        assert cfg.dq_on_empty == (not plain), seqlen_k
         # d64 causal: two ring slots while persistent, three from `below` (session 28)
         assert cfg.num_stages == 2, seqlen_k
     for seqlen_k in (below, 16384):
@@ -69,7 +69,7 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
         persistent = (head_dim, causal) == (64, False)
         assert cfg.gluon and cfg.split_dq and cfg.persistent == persistent, seqlen_k
         assert cfg.defer_dq, seqlen_k
-        assert cfg.dq_on_empty == (head_dim == 128), seqlen_k
+        assert cfg.dq_on_empty, seqlen_k
         assert cfg.num_stages == (3 if (head_dim, causal) == (64, True) else 2), seqlen_k
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 

@@ -33,18 +33,21 @@ def to_runs(dq: torch.Tensor, block_m: int, run_cols: int, fill: float) -> torch
 @pytest.mark.parametrize("b,s,h,d,split", [(2, 77, 3, 64, True), (1, 130, 2, 128, True),
                                            (2, 64, 1, 128, False), (1, 5, 2, 64, False)])
 def test_dq_from_runs_puts_every_value_in_place(b, s, h, d, split, dtype):
-    """Fresh random dQ through the runs layout and back: every value lands in its (batch, row,
-    head, column), and the padding rows' values (NaN here) reach no output. float32 out: the
-    values exactly; 16-bit: within STYLE.md's rule against torch's cast (the interpreter
-    rounds float32 to bfloat16 toward zero, the GPU to nearest)."""
+    """Fresh random dQ through the runs layout and back, scaled by the cast: every value lands
+    in its (batch, row, head, column), and the padding rows' values (NaN here) reach no output.
+    float32 out, scaled by a power of two: the values exactly; 16-bit, scaled by 1/sqrt(d):
+    within STYLE.md's rule against torch's cast of the float64 product (the interpreter rounds
+    float32 to bfloat16 toward zero, the GPU to nearest)."""
     torch.manual_seed(s * d + b)
     block_m, run_cols = 64, d // 2 if split else d
-    ref64 = torch.randn(b, s, h, d, dtype=torch.float64, device=DEVICE)
-    runs = to_runs(ref64.float(), block_m, run_cols, float("nan"))
+    scale = 0.125 if dtype == torch.float32 else d ** -0.5
+    acc64 = torch.randn(b, s, h, d, dtype=torch.float64, device=DEVICE)
+    runs = to_runs(acc64.float(), block_m, run_cols, float("nan"))
     q = torch.empty(b, s, h, d, dtype=dtype, device=DEVICE)
     assert runs.numel() == dq_runs_numel(q, block_m)
-    *_, dq = dq_cast(runs, q, block_m, run_cols)
+    *_, dq = dq_cast(runs, q, block_m, run_cols, scale)
     assert dq.shape == q.shape and dq.dtype == dtype
+    ref64 = acc64.float().double() * scale
     if dtype == torch.float32:
         assert torch.equal(dq, ref64.float())
     else:

@@ -289,9 +289,9 @@ _BWD = {
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                              persistent=True),
+                              dq_on_empty=True, persistent=True),
     (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                             persistent=True),
+                             dq_on_empty=True, persistent=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                dq_on_empty=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
@@ -324,6 +324,12 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # above) and three, one program per tile, from there (session 15's A/B, not re-measured).
 # Session 29's in-process A/B of both (2026-11-30-s29-ab-bwd-d64-launches-*): 16k without a mask
 # +1.4%; the causal rows at 1k-16k -0.9..+0.4%, within their spread.
+# d64 with dq_on_empty (session 30, offline; to be A/B'd): with session 30's barrier on a tile's
+# first step, a d64 step has 4 warpgroup barriers instead of 6 (the arrival on ds_ready and
+# the one on empty each brought one of Triton's); 483 instructions against 487. Sweep
+# bwd-d64-kv-regs (2026-12-01-s30-tune-bwd-d64-kv-regs.json, one timing each, before that
+# barrier change): with on-empty against without, 4k 452.1 / 451.2, causal 412.7 / 410.1; 16k
+# (three slots) 477.3 / 471.3, causal 466.7 / 462.9; 1k causal (two slots) 261.6 / 263.0.
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the

@@ -226,7 +226,8 @@ def _stage(buf, tile):
 
 @gluon.jit
 def _dq_add(dq_desc, dq_s, dq, run):
-    """Add a finished (scaled) dQ part into run ``run`` of the float32 dQ accumulator by one
+    """Add a finished dQ part (dS·K, not yet scaled by the softmax scale: the launcher's cast
+    scales it) into run ``run`` of the float32 dQ accumulator by one
     TMA reduction of contiguous bytes. The accumulator is kept in runs (``dq_runs_numel``
     values): for each (batch, head, part of DQ_COLS columns, block of BLOCK_M rows), in that
     order, BLOCK_M · DQ_COLS values, its 8-column blocks one after another, each block's rows
@@ -392,17 +393,21 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
             if DEFER_DQ:
                 if it > 0:
-                    _dq_add(dq_desc, dq_s, dq * scale_ds, prev_run)
+                    _dq_add(dq_desc, dq_s, dq, prev_run)
+                else:  # (a barrier on every path from the arrival on `empty` to the next
+                    # step's wait on `ready`: Triton's shared-memory analysis puts one at the
+                    # loop's top otherwise, on every step)
+                    gl.thread_barrier()
                 prev_run = ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M
             else:
-                _dq_add(dq_desc, dq_s, dq * scale_ds,
+                _dq_add(dq_desc, dq_s, dq,
                         ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M)
         if DEFER_DQ:  # the tile's last step's dQ, before K may be replaced
             if n_steps > 0:
                 dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, step + n_steps - 1, WG,
                                  True)
                 dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
-                _dq_add(dq_desc, dq_s, dq * scale_ds, prev_run)
+                _dq_add(dq_desc, dq_s, dq, prev_run)
         # this warpgroup's last product that read K or V is done: the next tile's may load
         mbarrier.arrive(kv_empty, pred=n_steps > 0)
         step += n_steps
@@ -558,35 +563,43 @@ def dq_runs_numel(q, block_m: int) -> int:
 
 @triton.jit
 def _dq_from_runs(DQ_RUNS, DQ, stride_dqb, stride_dqm, stride_dqh, nheads, seqlen_q, n_qb,
-                  HEAD_DIM: tl.constexpr, RUN_ROWS: tl.constexpr, RUN_COLS: tl.constexpr):
-    """dq[b, rows, h, :] in q's dtype from the float32 accumulator in runs (``_dq_add``): for
+                  scale, HEAD_DIM: tl.constexpr, RUN_ROWS: tl.constexpr,
+                  RUN_COLS: tl.constexpr):
+    """dq[b, rows, h, :] = ``scale`` · the float32 accumulator in runs (``_dq_add``: the
+    consumers add dS·K unscaled, one multiply a value fewer on their steps), in q's dtype: for
     each (batch, head, part of RUN_COLS columns, block of RUN_ROWS rows) one run of RUN_ROWS ·
     RUN_COLS values, 8-column blocks one after another, each block's rows of 8 values in
-    order. One program per block of rows of a (batch, head). A ``tl`` kernel: it runs under
+    order. One program per block of rows of a (batch, head). The runs are read as [8-column
+    block, row, 8] tiles, whose 8 values sit together in memory (vector loads), and turned into
+    [row, column] in registers for dq's rows (vector stores). A ``tl`` kernel: it runs under
     the interpreter too (tests/test_dq_runs.py)."""
     qb = tl.program_id(0)
     bh = tl.program_id(1)
-    r = tl.arange(0, RUN_ROWS)
+    BLOCKS: tl.constexpr = HEAD_DIM // 8  # 8-column blocks of a head, part after part
+    PART_BLOCKS: tl.constexpr = RUN_COLS // 8
+    j = tl.arange(0, BLOCKS)[:, None, None]
+    r = tl.arange(0, RUN_ROWS)[None, :, None]
+    e = tl.arange(0, 8)[None, None, :]
+    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + j // PART_BLOCKS) * n_qb + qb
+    offs = run * (RUN_ROWS * RUN_COLS) + (j % PART_BLOCKS) * (RUN_ROWS * 8) + r * 8 + e
+    vals = tl.load(DQ_RUNS + offs, mask=qb * RUN_ROWS + r < seqlen_q, other=0.0)
+    vals = tl.reshape(tl.permute(vals, (1, 0, 2)), [RUN_ROWS, HEAD_DIM])  # column j · 8 + e
+    rows = qb * RUN_ROWS + tl.arange(0, RUN_ROWS)
     c = tl.arange(0, HEAD_DIM)
-    run = (bh.to(tl.int64) * (HEAD_DIM // RUN_COLS) + c // RUN_COLS) * n_qb + qb
-    offs = (run[None, :] * (RUN_ROWS * RUN_COLS) + ((c % RUN_COLS) // 8)[None, :] * (RUN_ROWS * 8)
-            + r[:, None] * 8 + (c % 8)[None, :])
-    rows = qb * RUN_ROWS + r
-    mask = rows[:, None] < seqlen_q
-    vals = tl.load(DQ_RUNS + offs, mask=mask, other=0.0)
     p_dq = (DQ + (bh // nheads).to(tl.int64) * stride_dqb + (bh % nheads) * stride_dqh
             + rows[:, None].to(tl.int64) * stride_dqm + c[None, :])
-    tl.store(p_dq, vals.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"), mask=mask)
+    tl.store(p_dq, (vals * scale).to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"),
+             mask=rows[:, None] < seqlen_q)
 
 
-def dq_cast(dq_runs, q, block_m: int, run_cols: int):
-    """dq in q's shape and dtype from the runs of ``block_m`` rows and ``run_cols`` columns:
-    the launch's cache entry, its grid and its arguments after the two tensors (for a call
-    plan), and the tensor."""
+def dq_cast(dq_runs, q, block_m: int, run_cols: int, scale: float):
+    """dq = ``scale`` · the runs of ``block_m`` rows and ``run_cols`` columns, in q's shape and
+    dtype: the launch's cache entry, its grid and its arguments after the two tensors (for a
+    call plan), and the tensor."""
     batch, seqlen_q, nheads, d = q.shape
     dq = _empty(q.shape, dtype=q.dtype, device=q.device)
     grid = (cdiv(max(seqlen_q, 1), block_m), batch * nheads)
-    rest = (*dq.stride()[:3], nheads, seqlen_q, cdiv(seqlen_q, block_m))
+    rest = (*dq.stride()[:3], nheads, seqlen_q, cdiv(seqlen_q, block_m), scale)
     entry = launch(_dq_from_runs, grid, dq_runs, dq, *rest, HEAD_DIM=d, RUN_ROWS=block_m,
                    RUN_COLS=run_cols)
     return entry, grid, rest, dq
@@ -635,7 +648,8 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
                    DQ_ON_EMPTY=dq_on_empty,
                    CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
     # dq in place and cast, by the column parts this launch used
-    cast_entry, cast_grid, cast_rest, dq_out = dq_cast(dq, q, block_m, d // 2 if split_dq else d)
+    cast_entry, cast_grid, cast_rest, dq_out = dq_cast(dq, q, block_m, d // 2 if split_dq else d,
+                                                       params.softmax_scale)
     if record is not None and entry is not None and cast_entry is not None:
         record.append((entry, grid3(grid), rest))
         record.append((cast_entry, grid3(cast_grid), cast_rest))
