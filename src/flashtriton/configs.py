@@ -324,9 +324,12 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # above) and three, one program per tile, from there (session 15's A/B, not re-measured).
 # Session 29's in-process A/B of both (2026-11-30-s29-ab-bwd-d64-launches-*): 16k without a mask
 # +1.4%; the causal rows at 1k-16k -0.9..+0.4%, within their spread.
-# d64 with dq_on_empty (session 30, offline; to be A/B'd): with session 30's barrier on a tile's
-# first step, a d64 step has 4 warpgroup barriers instead of 6 (the arrival on ds_ready and
-# the one on empty each brought one of Triton's); 483 instructions against 487. Sweep
+# d64 with dq_on_empty (prepared in session 30, measured in session 31): with the barrier on a
+# tile's first step, a d64 step has 4 warpgroup barriers instead of 6 (the arrival on ds_ready
+# and the one on empty each brought one of Triton's); 483 instructions against 487. Session
+# 31's in-process A/B of it with that barrier against c3652c6 (2026-12-01-s31-ab-bwd-d64-on-
+# empty-*.json): +0.1% to +0.9% in all six d64 rows, 16k 471.2 468.8 -> 472.7 478.5; with the
+# dQ cast changes as well (2026-12-01-s31-ab-bwd-s31-merged-*.json) +0.6% to +3.0%. Sweep
 # bwd-d64-kv-regs (2026-12-01-s30-tune-bwd-d64-kv-regs.json, one timing each, before that
 # barrier change): with on-empty against without, 4k 452.1 / 451.2, causal 412.7 / 410.1; 16k
 # (three slots) 477.3 / 471.3, causal 466.7 / 462.9; 1k causal (two slots) 261.6 / 263.0.
