@@ -64,11 +64,12 @@ def test_preprocess_zeroes_every_run():
     do = torch.randn(b, s, h, d, device=DEVICE)
     delta = torch.full((b, h, s), float("nan"), device=DEVICE)
     runs = torch.full((dq_runs_numel(o, block_m),), float("nan"), device=DEVICE)
-    rows = -(-s // block_m) * block_m
+    run_strides, rows = bwd._dq_runs_layout(o, block_m)
+    assert rows == 128
     strides = lambda t: (t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
     launch(bwd._bwd_preprocess, (-(-rows // pre_block), b * h), o, do, delta, o, runs,
            *strides(o), *strides(do), delta.stride(0), delta.stride(1),
-           *bwd._dq_runs_strides(o, block_m), h, s, rows, HEAD_DIM_V=d, BLOCK_DV=d,
+           *run_strides, h, s, rows, HEAD_DIM_V=d, BLOCK_DV=d,
            BLOCK_M=pre_block, IS_VARLEN=False, ZERO_DQ=True, HEAD_DIM_QK=d, BLOCK_DQK=d)
     assert torch.equal(runs, torch.zeros_like(runs))
     ref = (o.double() * do.double()).sum(-1).transpose(1, 2)

@@ -82,13 +82,14 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, DQ, stride_ob, stride_om, stride_oh,
                  mask=(offs_m[:, None] < zero_rows) & (offs_dq[None, :] < HEAD_DIM_QK))
 
 
-def _dq_runs_strides(q, block_m: int) -> tuple[int, int, int]:
-    """(batch, row, head) strides that walk the Gluon backward's dQ runs as rows of head_dim
-    values: each head's runs are contiguous, cdiv(seqlen_q, block_m) · block_m such rows (what
-    the preprocess kernel zeroes; the order of values inside them is ``_dq_add``'s)."""
+def _dq_runs_layout(q, block_m: int) -> tuple[tuple[int, int, int], int]:
+    """The Gluon backward's dQ runs seen as rows of head_dim values, for the preprocess kernel
+    to zero: the (batch, row, head) strides that walk them and the rows of a head (its
+    seqlen_q rounded up to whole blocks of ``block_m``; each head's runs are contiguous, the
+    order of values inside them is ``_dq_add``'s)."""
     _, seqlen_q, nheads, d = q.shape
-    head = cdiv(seqlen_q, block_m) * block_m * d
-    return nheads * head, d, head
+    rows = cdiv(seqlen_q, block_m) * block_m
+    return (nheads * rows * d, d, rows * d), rows
 
 
 @triton.jit
@@ -472,8 +473,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     dq_acc = None
     dq_strides, zero_rows = (0, 0, 0), seqlen_q
     if gluon_dq:
-        dq_strides = _dq_runs_strides(q, cfg.block_m)
-        zero_rows = cdiv(seqlen_q, cfg.block_m) * cfg.block_m
+        dq_strides, zero_rows = _dq_runs_layout(q, cfg.block_m)
         dq_acc = _empty(dq_runs_numel(q, cfg.block_m), dtype=torch.float32, device=q.device)
     elif fused:
         dq_acc = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if varlen
@@ -486,7 +486,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     cu_k = cu_seqlens_k if varlen else q
     flags = dot_flags(q.dtype, params.allow_tf32)
     pre_block = 64 if not flags["UPCAST_BF16"] and q.is_cuda else 16
-    pre_grid = (cdiv(max(seqlen_q, zero_rows, 1), pre_block), batch * nheads)
+    pre_grid = (cdiv(max(zero_rows, 1), pre_block), batch * nheads)  # zero_rows >= seqlen_q
     pre_rest = (*strides(o), *strides(do), *sl, *(dq_strides if zero_dq else (0, 0, 0)),
                 nheads, seqlen_q, zero_rows)
     pre_entry = launch(_bwd_preprocess, pre_grid, o, do, delta, cu_q,
