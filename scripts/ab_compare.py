@@ -12,7 +12,7 @@ import json
 import sys
 
 CONFIG_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "gluon", "pingpong", "split_dq",
-                 "defer_dq", "dq_on_empty", "persistent", "tile_order")
+                 "defer_dq", "dq_on_empty", "dq_alternate", "persistent", "tile_order")
 
 
 def load(path: str) -> tuple[dict, dict]:
@@ -32,8 +32,8 @@ def load(path: str) -> tuple[dict, dict]:
 
 def label(cfg: tuple) -> str:
     d = dict(cfg)
-    flags = [k for k in ("pingpong", "split_dq", "defer_dq", "dq_on_empty", "persistent")
-             if d.get(k)]
+    flags = [k for k in ("pingpong", "split_dq", "defer_dq", "dq_on_empty", "dq_alternate",
+                         "persistent") if d.get(k)]
     order = [d["tile_order"]] if d.get("tile_order") else []
     return f"{d['block_m']}x{d['block_n']} w{d['num_warps']} s{d['num_stages']} " + \
         " ".join(flags + order)

@@ -33,6 +33,7 @@
 # the shipped 64-query launches), fwd-d64-short (the d64 two-consumer forward at 1k-4k with
 # three ring slots or 64-key tiles), bwd-d64-kv-regs (the d64 backward's launches again once its
 # K and V sit in registers: ring slots, persistent or not, dQ waiting on `empty` or not),
+# bwd-d64-alt (the d64 backward's launches with the warpgroups taking turns at dQ, or not),
 # bwd-d128-runs (the d128 backward's launches again once its dQ accumulator is kept in runs:
 # persistent or not, the deferred dQ waiting on `empty` or on `ds_ready`, dQ not deferred).
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
@@ -181,6 +182,12 @@ for name in $SWEEPS; do
     # contiguous rows) changed the step's tail, so its launches are timed again: persistent or
     # one program per tile, the deferred dQ product waiting on `empty` or on `ds_ready`, and dQ
     # not deferred (what d128 causal runs below FEW_KEYS_BWD_BELOW)
+    # session 31 (offline): the d64 backward with the warpgroups taking turns at a step's whole
+    # dQ product (dq_alternate), two or three ring slots, persistent or not, against the
+    # launches without it
+    bwd-d64-alt) sweep bwd-d64-alt 200 --pass bwd --headdims 64 \
+        --seqlens 1024,4096,16384 --causal 0,1 --bwd-space \
+        "'64:128;4;2,3;gluonsplitdeferemptyaltpers,gluonsplitdeferemptyalt,gluonsplitdeferemptypers,gluonsplitdeferempty'" ;;
     bwd-d128-runs) sweep bwd-d128-runs 160 --pass bwd --headdims 128 \
         --seqlens 1024,4096,16384 --causal 0,1 --bwd-space \
         "'64:128;4;2;gluonsplitdeferemptypers,gluonsplitdeferpers,gluonsplitdeferempty,gluonsplitdefer,gluonsplitpers'" ;;

@@ -86,23 +86,27 @@ if torch.cuda.get_device_capability()[0] == 9:
             o5 = flash_attn_func(q, k, v, causal=causal)  # persistent (short)
             o5.backward(torch.randn_like(o5))
     # the backward's persistent launch with more tiles than SMs, and its one-program-per-tile
-    # launch (the default from PERSISTENT_BWD_BELOW keys)
+    # launch (the default from PERSISTENT_BWD_BELOW keys): at d128 dQ's product in its own step
+    # or the next, waiting on its own barriers or `empty`; at d64 (GQA, an odd step count) the
+    # warpgroups taking turns at dQ (dq_alternate) or not
     from flashtriton.configs import KernelConfig
     from flashtriton.kernels.bwd import attn_bwd
     from flashtriton.kernels.fwd import attn_fwd
 
-    qb = torch.randn(3, 777, 32, 128, device="cuda", dtype=torch.bfloat16)
-    kb = torch.randn(3, 901, 16, 128, device="cuda", dtype=torch.bfloat16)
-    for causal in (False, True):
-        params = make_params(128, causal=causal)
-        ob, lseb = attn_fwd(qb, kb, kb, params)
-        for persistent in (True, False):
-            # dQ's product in its own step or the next, waiting on its own barriers or `empty`
-            for defer, on_empty in ((False, False), (True, False), (True, True)):
-                attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
-                         config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
-                                             persistent=persistent, defer_dq=defer,
-                                             dq_on_empty=on_empty))
+    variants = {128: [dict(defer_dq=d, dq_on_empty=e)
+                      for d, e in ((False, False), (True, False), (True, True))],
+                64: [dict(defer_dq=True, dq_on_empty=True, dq_alternate=a) for a in (True, False)]}
+    for d, (b, sq, h, sk, hk) in ((128, (3, 777, 32, 901, 16)), (64, (2, 333, 8, 301, 2))):
+        qb = torch.randn(b, sq, h, d, device="cuda", dtype=torch.bfloat16)
+        kb = torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16)
+        for causal in (False, True):
+            params = make_params(d, causal=causal)
+            ob, lseb = attn_fwd(qb, kb, kb, params)
+            for persistent in (True, False):
+                for kw in variants[d]:
+                    attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
+                             config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
+                                                 persistent=persistent, **kw))
     # head dim 256 (session 18): the forward persistent (O through Q's buffers) and one program
     # per tile; the backward's dK/dV kernel persistent and not, then its dQ kernel; GQA, odd
     # lengths, causal and not

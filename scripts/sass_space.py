@@ -71,7 +71,7 @@ def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dic
 
 def _token(cfg: KernelConfig) -> str:
     flags = [k for k in ("gluon", "pingpong", "split_dq", "defer_dq", "dq_on_empty",
-                         "persistent") if getattr(cfg, k)]
+                         "dq_alternate", "persistent") if getattr(cfg, k)]
     loads = ("tma" if cfg.tma else "ptr") + ("" if cfg.fused_dq else "sep")
     return (f"{cfg.block_m}:{cfg.block_n};{cfg.num_warps};{cfg.num_stages};{loads}"
             + (" " + ",".join(flags) if flags else ""))

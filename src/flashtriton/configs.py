@@ -96,6 +96,8 @@ class KernelConfig:
     defer_dq: bool = False  # Gluon backward, split dQ: a step's dQ product runs in the next step
     dq_on_empty: bool = False  # Gluon backward, deferred dQ: that product waits on the Q/dO
     #                            ring's `empty` barriers, not on dS barriers of its own
+    dq_alternate: bool = False  # Gluon backward, dQ on `empty`: the warpgroups take turns at a
+    #                             step's whole dQ product instead of half its columns each
     persistent: bool = False  # Gluon forward: one program per SM walks the tiles
     tile_order: str | None = None  # Gluon persistent causal forward: "head" / "row" major tile
     #                               list; None: the launcher's balance model chooses
@@ -289,9 +291,9 @@ _BWD = {
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                              dq_on_empty=True, persistent=True),
+                              dq_on_empty=True, dq_alternate=True, persistent=True),
     (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                             dq_on_empty=True, persistent=True),
+                             dq_on_empty=True, dq_alternate=True, persistent=True),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                dq_on_empty=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
@@ -333,6 +335,13 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # bwd-d64-kv-regs (2026-12-01-s30-tune-bwd-d64-kv-regs.json, one timing each, before that
 # barrier change): with on-empty against without, 4k 452.1 / 451.2, causal 412.7 / 410.1; 16k
 # (three slots) 477.3 / 471.3, causal 466.7 / 462.9; 1k causal (two slots) 261.6 / 263.0.
+# d64 with dq_alternate (session 31, offline; to be A/B'd): the warpgroups take turns at a
+# step's whole dQ product (64 columns over both warpgroups' keys) instead of each taking 32
+# columns every step. Per step the products then read 160 KB of shared memory instead of 176 KB
+# (dSᵀ once, not twice; computed from the operand tiles), which the d64 step nearly fills; the
+# step loop, unrolled by two, has 813 and 835 instructions (the two warpgroups) for two steps
+# against 466 and 467 for one, 40 warpgroup MMAs, 6 and 7 barriers; 166,328 bytes of shared
+# memory, 132 bytes of spills, read once a tile (flashtriton.analysis.sass.compile_launch).
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the

@@ -500,7 +500,8 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
         dq, dk, dv = attn_bwd_gluon(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, split_dq=cfg.split_dq,
                                     persistent=cfg.persistent, defer_dq=cfg.defer_dq,
-                                    dq_on_empty=cfg.dq_on_empty, dq=dq_acc, record=record)
+                                    dq_on_empty=cfg.dq_on_empty, dq_alternate=cfg.dq_alternate,
+                                    dq=dq_acc, record=record)
         if record and len(record) == 2:
             store_plan(key, ("dq runs", pre_entry, grid3(pre_grid), pre_rest, *record[0],
                              *record[1]))

@@ -29,7 +29,10 @@ head dim 64 or 128, causal or not, dense, for sm_90. Warp-specialized like the f
   waits only for the other's previous step, and a step's dSᵀ is published (fence, barrier,
   arrival: ``_publish_ds``) after its dK and dQ products are issued; with DQ_ON_EMPTY it
   waits for that step on the Q/dO ring's ``empty`` barrier, which both arrive on at the step's
-  end anyway, instead of an mbarrier of its own (one arrival fewer per step). No warpgroup MMA
+  end anyway, instead of an mbarrier of its own (one arrival fewer per step); with DQ_ALT
+  (head dim 64) the warpgroups take turns, step by step, at a step's whole dQ product, which
+  then reads the step's dSᵀ once instead of twice (the step loop unrolled by two, so that each
+  half knows statically whose turn it is). No warpgroup MMA
   stays in flight across the loop's back edge (ptxas serializes every MMA of the kernel
   otherwise; see fwd_gluon.py).
 
@@ -176,10 +179,12 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
 
 
 @gluon.jit
-def _dq_product(ds_smem, bars, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait):
-    """Issue step ``s``'s dQ product for warpgroup WG (asynchronous; the caller waits): split dQ
-    (``zero_dq`` narrower than the head dim) waits (if ``wait``) for both warpgroups' dSᵀ of the
-    step and takes WG's columns over both key halves; otherwise its own dSᵀ against its own K.
+def _dq_product(ds_smem, bars, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait,
+                BOTH: gl.constexpr):
+    """Issue step ``s``'s dQ product for warpgroup WG (asynchronous; the caller waits): with
+    ``BOTH`` (split dQ) it waits (if ``wait``) for both warpgroups' dSᵀ of the step and takes
+    WG's columns (``zero_dq`` narrower than the head dim) or all of them (the warpgroups taking
+    turns) over both key halves; otherwise its own dSᵀ against its own K.
     ``bars``: what it waits on, ds_ready (one barrier per step parity, which both arrive on
     once their dSᵀ is stored) or, deferred with ``dq_on_empty``, the Q/dO ring's ``empty``
     barriers (one per slot, which both arrive on later in the step, once its products are
@@ -189,13 +194,17 @@ def _dq_product(ds_smem, bars, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait):
     BARRIERS: gl.constexpr = bars.type.shape[0]
     par = (s + PARITIES) % PARITIES  # s may be -1 (not waited for): a valid buffer still
     buf = par * 2
-    if DQ_COLS < k_s.type.shape[1]:
+    if BOTH:
         mbarrier.wait(bars.index((s + BARRIERS) % BARRIERS), (s // BARRIERS) & 1, pred=wait)
-        dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)),
-                           k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1), zero_dq,
-                           use_acc=False, is_async=True)
-        dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)),
-                           k_both[1].slice(WG * DQ_COLS, DQ_COLS, dim=1), dq, is_async=True)
+        if DQ_COLS < k_s.type.shape[1]:
+            k0 = k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1)
+            k1 = k_both[1].slice(WG * DQ_COLS, DQ_COLS, dim=1)
+        else:
+            k0 = k_both[0]
+            k1 = k_both[1]
+        dq = warpgroup_mma(ds_smem.index(buf).permute((1, 0)), k0, zero_dq, use_acc=False,
+                           is_async=True)
+        dq = warpgroup_mma(ds_smem.index(buf + 1).permute((1, 0)), k1, dq, is_async=True)
     else:
         dq = warpgroup_mma(ds_smem.index(buf + WG).permute((1, 0)), k_s, zero_dq,
                            use_acc=False, is_async=True)
@@ -255,7 +264,95 @@ def _store_tile(out_s, desc, tile, b, row, h, col):
 
 
 @gluon.jit
-def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
+def _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile, dk, dv, step, it, prev_run,
+              WG: gl.constexpr, DQ_HERE: gl.constexpr, BOTH: gl.constexpr,
+              DQ_ON_EMPTY: gl.constexpr):
+    """Step ``it`` of a tile for consumer warpgroup WG (see the module docstring): its Sᵀ and
+    dPᵀ, dV and dK, its dSᵀ stored, and a dQ product if ``DQ_HERE``: this step's, or with
+    deferred dQ the previous step's; then that dQ added into its run (``_dq_add``): this
+    step's, or ``prev_run``, the previous step's. ``tile``: (b, nheads, h_k, group, n_m,
+    m_start, n_qb, part), where the tile's steps are; ``step``: the program's steps before the
+    tile's (for the ring's slots and phases). Returns dk, dv and this step's run of dQ."""
+    q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
+    k_a, v_a, k_both, k_s, offs_n, cols_m, zero_st, zero_dq, keys0, shift, qk_scale = ops
+    STAGES: gl.constexpr = q_smem.type.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
+    BLOCK_N: gl.constexpr = zero_st.type.shape[0]
+    DQ_COLS: gl.constexpr = zero_dq.type.shape[1]
+    SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM
+    PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
+    DEFER_DQ: gl.constexpr = PARITIES > 2
+    dtype: gl.constexpr = q_smem.dtype
+    st_layout: gl.constexpr = zero_st.type.layout
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
+                                                  k_width=2)
+    PARTS: gl.constexpr = HEAD_DIM // DQ_COLS
+    b, nheads, h_k, group, n_m, m_start, n_qb, part = tile
+    s = step + it
+    slot = s % STAGES
+    head = h_k * group + it // n_m
+    m0 = (m_start + it % n_m) * BLOCK_M
+    offs_m = m0 + cols_m
+    q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+    do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+    mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
+    st = warpgroup_mma(k_a, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+    dpt = warpgroup_mma(v_a, do_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+    st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
+    # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their K, V and
+    # dO rows are zero (no dQ, dK rows not stored)
+    lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+    pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+    if keys0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
+        keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
+        pt = gl.where(keep, pt, 0.0)
+    dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_s, dv, is_async=True)
+    dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
+    delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+    dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+    # dSᵀ tiles: PARITIES buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step
+    buf = (s % PARITIES) * 2
+    ds_smem.index(buf + WG).store(dst)
+    if not DEFER_DQ:  # this step's dQ product reads it
+        _publish_ds(dq_bars, s % PARITIES, SPLIT_DQ and not DQ_ON_EMPTY)
+    dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
+    # dQ of the previous step with DEFER_DQ (a tile's first step has none: its product, on a
+    # stale dSᵀ buffer no one writes before this step ends, is dropped, since an MMA in flight
+    # cannot enter a branch), else of this step
+    if DEFER_DQ:
+        if DQ_HERE:
+            dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s - 1, WG, it > 0, BOTH)
+        # the next step's dQ product is the first to read this step's dSᵀ: its fence waits for
+        # the stores while the products run (before them it held a d64 consumer ~7% of its
+        # samples; moved here, d64 +1.8-2.4% from 4k keys: perf-log sessions 20 and 21)
+        _publish_ds(dq_bars, s % PARITIES, not DQ_ON_EMPTY)
+    else:
+        dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s, WG, True, BOTH)
+    if DQ_HERE:
+        dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
+    else:
+        dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
+    mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
+    run = ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M
+    if DEFER_DQ:
+        # (a barrier on every path from the arrival on `empty` to the next step's wait on
+        # `ready`: Triton's shared-memory analysis puts one at the loop's top otherwise, on
+        # every step; _dq_add has one)
+        if DQ_HERE:
+            if it > 0:
+                _dq_add(dq_desc, dq_s, dq, prev_run)
+            else:
+                gl.thread_barrier()
+        else:
+            gl.thread_barrier()
+    else:
+        _dq_add(dq_desc, dq_s, dq, run)
+    return dk, dv, run
+
+
+@gluon.jit
+def _bwd_consumer(staged, kv, schedule, args, ALT: gl.constexpr, WG: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its BLOCK_N keys against every
     step of Q and dO (see the module docstring); dK and dV written by TMA at the tile's end."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
@@ -269,6 +366,7 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     DQ_COLS: gl.constexpr = dq_smem.type.shape[2] * dq_smem.type.shape[4]  # blocks of 8
     SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
+    BOTH: gl.constexpr = SPLIT_DQ or ALT  # a dQ product over both warpgroups' dSᵀ
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DEFER_DQ: gl.constexpr = PARITIES > 2  # a step's dQ product in the next step
     # what a split dQ product waits on for the step's two dSᵀ: ds_ready, one barrier per step
@@ -291,7 +389,6 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
                                                          instr_shape=[16, HEAD_DIM, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                         instr_shape=[16, DQ_COLS, 16])
-    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
     # head dim 64: the warpgroup's K and V tiles, the A operands of Sᵀ and dPᵀ, are held in
     # registers for the whole tile (16 registers a thread each), so that those products read
     # only Q and dO from shared memory, whose bandwidth the d64 step's products nearly fill
@@ -345,67 +442,31 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         else:
             k_a = k_s
             v_a = v_s
+        ops = (k_a, v_a, k_both, k_s, offs_n, cols_m, zero_st, zero_dq, keys0, shift, qk_scale)
+        tile = (b, nheads, h_k, group, n_m, m_start, n_qb, part)
         prev_run = 0  # the previous step's run of dQ (DEFER_DQ)
-        for it in range(n_steps):
-            s = step + it
-            slot = s % STAGES
-            head = h_k * group + it // n_m
-            m0 = (m_start + it % n_m) * BLOCK_M
-            offs_m = m0 + cols_m
-            q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
-            do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
-            mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
-            st = warpgroup_mma(k_a, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-            dpt = warpgroup_mma(v_a, do_s.permute((1, 0)), zero_st, use_acc=False,
-                                is_async=True)
-            st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
-            # rows and keys past the sequences need no mask: their lse is +inf (P = 0), their
-            # K, V and dO rows are zero (no dQ, dK rows not stored)
-            lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
-            pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-            if keys0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
-                keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
-                pt = gl.where(keep, pt, 0.0)
-            dv = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_s, dv,
-                               is_async=True)
-            dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt,))
-            delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
-            dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-            # dSᵀ tiles: PARITIES buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step
-            buf = (s % PARITIES) * 2
-            ds_smem.index(buf + WG).store(dst)
-            if not DEFER_DQ:  # this step's dQ product reads it
-                _publish_ds(dq_bars, s % PARITIES, SPLIT_DQ and not DQ_ON_EMPTY)
-            dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
-            # dQ of the previous step with DEFER_DQ (a tile's first step has none: its product,
-            # on a stale dSᵀ buffer no one writes before this step ends, is dropped, since an MMA
-            # in flight cannot enter a branch), else of this step
-            if DEFER_DQ:
-                dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s - 1, WG, it > 0)
-                # the next step's dQ product is the first to read this step's dSᵀ: its fence
-                # waits for the stores while the products run (before them it held a d64
-                # consumer ~7% of its samples; moved here, d64 +1.8-2.4% from 4k keys: perf-log
-                # sessions 20 and 21)
-                _publish_ds(dq_bars, s % PARITIES, not DQ_ON_EMPTY)
-            else:
-                dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s, WG, True)
-            dv, dk, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk, dq))
-            mbarrier.arrive(empty.index(slot))  # Q and dO of this step are no longer read
-            if DEFER_DQ:
-                if it > 0:
-                    _dq_add(dq_desc, dq_s, dq, prev_run)
-                else:  # (a barrier on every path from the arrival on `empty` to the next
-                    # step's wait on `ready`: Triton's shared-memory analysis puts one at the
-                    # loop's top otherwise, on every step)
-                    gl.thread_barrier()
-                prev_run = ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M
-            else:
-                _dq_add(dq_desc, dq_s, dq,
-                        ((b * nheads + head) * PARTS + part) * n_qb + m0 // BLOCK_M)
-        if DEFER_DQ:  # the tile's last step's dQ, before K may be replaced
-            if n_steps > 0:
+        if ALT:  # two steps an iteration: the first's dQ product (of the step before it) is
+            # the second warpgroup's, the second's the first's; an odd count's last step is
+            # an iteration's first
+            for i in range(n_steps // 2):
+                for half in gl.static_range(2):
+                    dk, dv, prev_run = _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops,
+                                                 tile, dk, dv, step, 2 * i + half, prev_run,
+                                                 WG, WG != half, BOTH, DQ_ON_EMPTY)
+            if n_steps % 2 == 1:
+                dk, dv, prev_run = _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile,
+                                             dk, dv, step, n_steps - 1, prev_run, WG, WG == 1,
+                                             BOTH, DQ_ON_EMPTY)
+        else:
+            for it in range(n_steps):
+                dk, dv, prev_run = _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile,
+                                             dk, dv, step, it, prev_run, WG, True, BOTH,
+                                             DQ_ON_EMPTY)
+        if DEFER_DQ:  # the tile's last step's dQ (with ALT: step j's is warpgroup j % 2's),
+            # before K may be replaced
+            if n_steps > 0 and (not ALT or (n_steps - 1) % 2 == WG):
                 dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, step + n_steps - 1, WG,
-                                 True)
+                                 True, BOTH)
                 dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
                 _dq_add(dq_desc, dq_s, dq, prev_run)
         # this warpgroup's last product that read K or V is done: the next tile's may load
@@ -423,12 +484,24 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
 
 @gluon.jit
 def _bwd_consumer0(staged, kv, schedule, args):
-    _bwd_consumer(staged, kv, schedule, args, 0)
+    _bwd_consumer(staged, kv, schedule, args, False, 0)
 
 
 @gluon.jit
 def _bwd_consumer1(staged, kv, schedule, args):
-    _bwd_consumer(staged, kv, schedule, args, 1)
+    _bwd_consumer(staged, kv, schedule, args, False, 1)
+
+
+# the warpgroups taking turns at dQ (DQ_ALT); a constexpr handed through warp_specialize's
+# arguments arrives as a value, so each choice has its own partition functions
+@gluon.jit
+def _bwd_consumer0_alt(staged, kv, schedule, args):
+    _bwd_consumer(staged, kv, schedule, args, True, 0)
+
+
+@gluon.jit
+def _bwd_consumer1_alt(staged, kv, schedule, args):
+    _bwd_consumer(staged, kv, schedule, args, True, 1)
 
 
 @gluon.jit
@@ -440,7 +513,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                  SPLIT_DQ: gl.constexpr, DEFER_DQ: gl.constexpr, DQ_ON_EMPTY: gl.constexpr,
-                 CONSUMER_WARPS: gl.constexpr):
+                 DQ_ALT: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
     """Tiles of 2·BLOCK_N keys of a key head (see the module docstring), t = program_id,
     + num_programs, … in ``_bwd_tile``'s order: one tile per program when the grid has one
     program per tile, or persistent (one program per SM) with the Q/dO ring's positions, the
@@ -451,7 +524,9 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
 
-    DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT_DQ else HEAD_DIM
+    # split dQ: each warpgroup half of dQ's columns every step; or (DQ_ALT) all of them every
+    # other step
+    DQ_COLS: gl.constexpr = HEAD_DIM // 2 if SPLIT_DQ and not DQ_ALT else HEAD_DIM
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
@@ -459,7 +534,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     # 64 (32-column halves) K is stored with a 64-byte swizzle
     k_layout: gl.constexpr = (gl.NVMMASharedLayout(swizzle_byte_width=DQ_COLS * 2,
                                                    element_bitwidth=16, rank=4)
-                              if SPLIT_DQ and DQ_COLS * 2 < 128 else kv_layout)
+                              if DQ_COLS < HEAD_DIM and DQ_COLS * 2 < 128 else kv_layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     # dQ staging: a run of 8-column blocks of 32-byte rows, unswizzled (_dq_add)
     dq_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32,
@@ -506,8 +581,14 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                                    stride_dkb, stride_dkn, stride_dkh,
                                    stride_dvb, stride_dvn, stride_dvh))
     # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
-    gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0, work), (_bwd_consumer1, work)],
-                       [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+    if DQ_ALT:
+        gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0_alt, work),
+                            (_bwd_consumer1_alt, work)], [CONSUMER_WARPS, CONSUMER_WARPS],
+                           [240, 240])
+    else:
+        gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0, work),
+                            (_bwd_consumer1, work)], [CONSUMER_WARPS, CONSUMER_WARPS],
+                           [240, 240])
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
@@ -608,7 +689,7 @@ def dq_cast(dq_runs, q, block_m: int, run_cols: int, scale: float):
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
                    persistent: bool = False, defer_dq: bool = False, dq_on_empty: bool = False,
-                   dq=None, record=None):
+                   dq_alternate: bool = False, dq=None, record=None):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
@@ -616,7 +697,10 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     ``defer_dq`` (split dQ only): a step's dQ product is issued in the next step, so neither
     warpgroup waits for the other's dSᵀ of the step it has just computed; ``dq_on_empty``
     (deferred dQ only): that product waits on the Q/dO ring's ``empty`` barriers instead of
-    barriers of its own (one arrival fewer per step). ``dq``: the float32
+    barriers of its own (one arrival fewer per step); ``dq_alternate`` (deferred on ``empty``
+    only): the warpgroups take turns, step by step, at the whole of a step's dQ product
+    instead of each taking half its columns every step (the product reads dS once instead of
+    twice, in wider products). ``dq``: the float32
     accumulator in runs (``dq_runs_numel`` values, see ``_dq_add``), already zeroed
     (``kernels.bwd`` zeroes it in its preprocess launch); by default a fresh zeroed one.
     ``record``: a list to append two launches to, each as its cached entry, its grid and the
@@ -630,10 +714,16 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     if dq_on_empty and not defer_dq:
         raise ValueError("attn_bwd_gluon: dq_on_empty needs defer_dq (only a deferred dQ "
                          "product can wait for the step's end)")
+    if dq_alternate and not dq_on_empty:
+        raise ValueError("attn_bwd_gluon: dq_alternate needs dq_on_empty (the turns' products "
+                         "wait for both warpgroups' step on the ring's empty barriers)")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     d = q.shape[-1]
     if d not in (64, 128):
         raise ValueError(f"head dim: the Gluon backward covers 64 and 128, not {d}")
+    if dq_alternate and d != 64:
+        raise ValueError("attn_bwd_gluon: dq_alternate at head dim 64 only (at 128 the whole "
+                         "dQ's staging buffers take 264,632 bytes of shared memory)")
     numel = dq_runs_numel(q, block_m)
     if dq is None:
         dq = torch.zeros(numel, dtype=torch.float32, device=q.device)
@@ -645,10 +735,11 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     entry = launch(_attn_bwd_ws, grid, q, k, v, do, lse, delta, dq, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages,
                    CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,
-                   DQ_ON_EMPTY=dq_on_empty,
+                   DQ_ON_EMPTY=dq_on_empty, DQ_ALT=dq_alternate,
                    CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
     # dq in place and cast, by the column parts this launch used
-    cast_entry, cast_grid, cast_rest, dq_out = dq_cast(dq, q, block_m, d // 2 if split_dq else d,
+    run_cols = d // 2 if split_dq and not dq_alternate else d
+    cast_entry, cast_grid, cast_rest, dq_out = dq_cast(dq, q, block_m, run_cols,
                                                        params.softmax_scale)
     if record is not None and entry is not None and cast_entry is not None:
         record.append((entry, grid3(grid), rest))
