@@ -335,13 +335,21 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # bwd-d64-kv-regs (2026-12-01-s30-tune-bwd-d64-kv-regs.json, one timing each, before that
 # barrier change): with on-empty against without, 4k 452.1 / 451.2, causal 412.7 / 410.1; 16k
 # (three slots) 477.3 / 471.3, causal 466.7 / 462.9; 1k causal (two slots) 261.6 / 263.0.
-# d64 with dq_alternate (session 31, offline; to be A/B'd): the warpgroups take turns at a
-# step's whole dQ product (64 columns over both warpgroups' keys) instead of each taking 32
-# columns every step. Per step the products then read 160 KB of shared memory instead of 176 KB
-# (dSᵀ once, not twice; computed from the operand tiles), which the d64 step nearly fills; the
-# step loop, unrolled by two, has 813 and 835 instructions (the two warpgroups) for two steps
-# against 466 and 467 for one, 40 warpgroup MMAs, 6 and 7 barriers; 166,328 bytes of shared
-# memory, 132 bytes of spills, read once a tile (flashtriton.analysis.sass.compile_launch).
+# d64 with dq_alternate (prepared in session 31, measured in session 32): the warpgroups take
+# turns at a step's whole dQ product (64 columns over both warpgroups' keys) instead of each
+# taking 32 columns every step. Per step the products then read 160 KB of shared memory
+# instead of 176 KB (dSᵀ once, not twice; computed from the operand tiles), which the d64 step
+# nearly fills; the step loop, unrolled by two, has 813 and 835 instructions (the two
+# warpgroups) for two steps against 466 and 467 for one, 40 warpgroup MMAs, 6 and 7 barriers;
+# 166,328 bytes of shared memory, 132 bytes of spills, read once a tile
+# (flashtriton.analysis.sass.compile_launch).
+# Session 32's in-process A/B against 4deb5e6 (2026-12-01-s32-ab-bwd-d64-dq-alternate-*.json,
+# two runs of 6 paired rounds): +2.0%, +2.4%, +5.0% at 1k, 4k, 16k (16k 479.3 477.3 -> 500.9
+# 503.1; the 4k and 16k paired ranges wholly above zero), causal +0.8%, +2.3%, +1.7%. Its sweep
+# bwd-d64-alt (2026-12-01-s32-tune-bwd-d64-alt.json, one timing each; with / without it) chose
+# the shipped launches again: persistent, two slots, 1k 385.9 / 366.1, 4k 463.7 / 451.0, 16k
+# 514.9 / 482.3, causal 1k 279.4 / 276.3, 4k 431.2 / 414.4; causal 16k within 1.2% of one
+# another (one program per tile, three slots 482.7 / 470.9; two slots 488.6).
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
