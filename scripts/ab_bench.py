@@ -9,7 +9,8 @@ Or runs that timed both trees in one process (`flashtriton bench --baseline-src 
 N`, providers flashtriton_base and flashtriton; scripts/gpu_ab.sh inproc runs two, one in each
 order): per row, the change is the median over all rounds of the paired change (the baseline's
 time over ours in the same round, minus 1), with the smallest and largest paired change beside
-it, since the two versions met the same clock round by round.
+it, since the two versions met the same clock round by round. Runs made with `--clock` add
+each side's SM clock (the median over the runs of its rows' ``sm_mhz``) as a last column.
 
     python3 scripts/ab_bench.py --inproc RUN1.json RUN2.json
 """
@@ -91,8 +92,13 @@ def compare_inproc(keyed: list[dict]) -> list[dict]:
             return statistics.mean(run[(provider,) + key]["tflops"]
                                    / run[("sdpa_cudnn",) + key]["tflops"] for run in keyed)
 
+        def mhz(provider):
+            clocks = [run[(provider,) + key].get("sm_mhz") for run in keyed]
+            return None if None in clocks else statistics.median(clocks)
+
         out.append({"pass": key[0], "dtype": key[1], "headdim": key[2], "seqlen": key[3],
-                    "causal": key[4], "old": [run[(BASE,) + key]["tflops"] for run in keyed],
+                    "causal": key[4], "mhz_old": mhz(BASE), "mhz_new": mhz("flashtriton"),
+                    "old": [run[(BASE,) + key]["tflops"] for run in keyed],
                     "new": [run[("flashtriton",) + key]["tflops"] for run in keyed],
                     "change": statistics.median(paired), "low": min(paired),
                     "high": max(paired), "ratio_old": ratio(BASE),
@@ -111,17 +117,23 @@ def main() -> None:
         if args.old or args.new:
             ap.error("--inproc compares within its runs: no --old or --new")
         rows = compare_inproc([timed_rows(p) for p in args.inproc])
+        clocked = any(r["mhz_old"] is not None and r["mhz_new"] is not None for r in rows)
         print(f"{'pass':4} {'dtype':5} {'d':>4} {'seqlen':>6} {'causal':6} {'old TFLOP/s':>17} "
-              f"{'new TFLOP/s':>17} {'change':>7} {'paired range':>15}  ours/cuDNN old -> new")
+              f"{'new TFLOP/s':>17} {'change':>7} {'paired range':>15}  ours/cuDNN old -> new"
+              + ("  MHz old/new" if clocked else ""))
         for r in rows:
             ratio = ("" if r["ratio_old"] is None
                      else f"{r['ratio_old']:.3f} -> {r['ratio_new']:.3f}")
             span = f"{r['low'] * 100:+.1f}..{r['high'] * 100:+.1f}%"
+            clock = ""
+            if clocked:
+                clock = ("  -" if r["mhz_old"] is None or r["mhz_new"] is None
+                         else f"  {r['mhz_old']:.0f}/{r['mhz_new']:.0f}")
             print(f"{r['pass']:4} {r['dtype']:5} {r['headdim']:>4} {r['seqlen']:>6} "
                   f"{str(r['causal']):6} "
                   f"{' '.join(f'{x:.1f}' for x in r['old']):>17} "
                   f"{' '.join(f'{x:.1f}' for x in r['new']):>17} {r['change'] * 100:+6.1f}% "
-                  f"{span:>15}  {ratio}")
+                  f"{span:>15}  {ratio}{clock}")
         return
     if not (args.old and args.new):
         ap.error("give --old and --new runs, or --inproc runs")

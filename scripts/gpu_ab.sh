@@ -58,12 +58,14 @@ if [ "${1:-}" = bench ]; then
 fi
 if [ "${1:-}" = inproc ]; then
   shift
+  CLOCK=""  # each side's SM clock beside its rows (ab_bench.py prints it)
+  command -v nvidia-smi >/dev/null && CLOCK="--clock"
   i=0
   for order in "flashtriton_base flashtriton" "flashtriton flashtriton_base"; do
     i=$((i + 1))
     step "inproc-$i" 590 sh -c "FLASHTRITON_COMMIT='$(commit_for new)' \
         FLASHTRITON_BASELINE_COMMIT='${OLD_COMMIT:-}' python3 -m flashtriton.cli bench \
-        --plain --baseline-src '$OLD_SRC' --out '$OUT/inproc-$i.json' $* \
+        --plain --baseline-src '$OLD_SRC' --out '$OUT/inproc-$i.json' $* $CLOCK \
         --providers $order ${AB_PROVIDERS:-} > '$OUT/inproc-$i.log' 2>&1"
   done
   python3 scripts/ab_bench.py --inproc "$OUT/inproc-1.json" "$OUT/inproc-2.json"

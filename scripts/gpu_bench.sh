@@ -17,6 +17,8 @@
 #                JSON and tables, no plots
 # Extra options pass through, e.g. `scripts/gpu_bench.sh d256 --dtypes fp16 --providers flashtriton,sdpa_cudnn`.
 #
+# Where nvidia-smi is on PATH the grid runs with --clock: each row also records the SM clock,
+# the board power and the cycles per call while it was timed.
 # Results: $OUT/<date>-<what>.json (rewritten after every configuration, so a run cut short keeps
 # what it measured) and $OUT/plots-<what>/*.png. Copy the JSON to bench/results/ to commit it;
 # `flashtriton bench --plot-only FILE... --plots DIR` regenerates the plots from it.
@@ -43,6 +45,11 @@ case "$WHAT" in
      exit 2 ;;
 esac
 
+# the SM clock and board power beside every timing (`flashtriton bench --clock`), so that a
+# row that moved between sessions can be told apart from a clock that did
+CLOCK=()
+command -v nvidia-smi >/dev/null && [ "$WHAT" != features ] && CLOCK=(--clock)
+
 STAMP="$(date -u +%Y-%m-%d)"
 JSON="$OUT/$STAMP-$WHAT.json"
 PLOTS="$OUT/plots-$WHAT"
@@ -59,5 +66,6 @@ for name in ("rich", "matplotlib"):
     print(f"{name}: {'yes' if importlib.util.find_spec(name) else 'missing (degrades gracefully)'}")
 PYEOF
 
-"$PY" -m flashtriton.cli bench "${GRID[@]}" --out "$JSON" "${PLOT_ARGS[@]}" "$@" 2>&1 | tee "$OUT/$STAMP-$WHAT.log"
+"$PY" -m flashtriton.cli bench "${GRID[@]}" "${CLOCK[@]}" --out "$JSON" "${PLOT_ARGS[@]}" "$@" 2>&1 \
+    | tee "$OUT/$STAMP-$WHAT.log"
 echo "results: $JSON"

@@ -75,14 +75,20 @@ def test_rows_of_two_dtypes_stay_apart(tmp_path):
     assert bf16.split()[9] != fp16.split()[9]
 
 
-def test_inproc_pairs_each_round(tmp_path):
+@pytest.mark.parametrize("clocked", [False, True], ids=["plain", "clock"])
+def test_inproc_pairs_each_round(tmp_path, clocked):
     """--inproc: both trees timed in each run; the change is the median of the per-round
-    changes (the baseline's ms over ours, minus 1), with their range."""
+    changes (the baseline's ms over ours, minus 1), with their range. Runs made with --clock
+    add each side's median SM clock as the last column."""
     def row(provider, rounds):
         ms = sorted(rounds)[1]
-        return {"provider": provider, "pass": "bwd", "dtype": "bf16", "batch": 4, "heads": 32,
-                "seqlen": 4096, "headdim": 64, "causal": False, "ms": ms,
-                "tflops": 1.0 / ms, "peak_mib": None, "rounds_ms": rounds}
+        r = {"provider": provider, "pass": "bwd", "dtype": "bf16", "batch": 4, "heads": 32,
+             "seqlen": 4096, "headdim": 64, "causal": False, "ms": ms,
+             "tflops": 1.0 / ms, "peak_mib": None, "rounds_ms": rounds}
+        if clocked:
+            r["sm_mhz"] = {"flashtriton_base": 1701.0, "flashtriton": 1689.0}.get(provider,
+                                                                                   1750.0)
+        return r
 
     meta = dict.fromkeys(("gpu", "torch", "triton", "cuda", "date", "commit"), "x")
     timings = [([1.0, 0.9, 1.1], [1.02, 0.95, 1.1]), ([0.8, 1.0, 1.0], [0.81, 1.03, 0.99])]
@@ -101,7 +107,9 @@ def test_inproc_pairs_each_round(tmp_path):
     paired.sort()  # six changes: the median is the mean of the middle two
     assert fields[9] == f"{(paired[2] + paired[3]) * 50:+.1f}%"
     assert fields[10] == f"{paired[0] * 100:+.1f}..{paired[-1] * 100:+.1f}%"
-    assert fields[-1] == "0.500"  # ours / cuDNN in both runs: 1.0 against 2.0 TFLOP/s
+    # ours / cuDNN in both runs: 1.0 against 2.0 TFLOP/s; then the clocks, if recorded
+    assert fields[13:] == (["0.500", "1701/1689"] if clocked else ["0.500"])
+    assert out[0].endswith("MHz old/new") == clocked
 
 
 def test_inproc_refuses_old_and_new():

@@ -6,7 +6,8 @@ means little without the clock it ran at (docs/performance.md, "Run-to-run sprea
 ``clock_between`` gives the median clock and power of the samples inside a time window (wall
 clock, ``time.time()``), and ``attach_clock`` does that for rows that carry their window as
 ``t0`` / ``t1``, with the cycles per call (µs × MHz) beside.
-Used by scripts/dtype_clock.py and scripts/queue_probe.py.
+Used by ``flashtriton bench --clock`` (``clock_within``: a row's rounds), scripts/dtype_clock.py
+and scripts/queue_probe.py.
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def clock_between(samples, t0: float, t1: float) -> dict:
     return {"samples": len(inside),
             "sm_mhz": statistics.median(m for m, _ in inside) if inside else None,
             "watts": statistics.median(w for _, w in inside) if inside else None}
+
+
+def clock_within(samples, windows) -> dict:
+    """As ``clock_between``, over the samples inside any of ``windows`` ((t0, t1) pairs: a
+    bench row's rounds, which other providers' timings may separate)."""
+    inside = [s for s in samples if any(t0 <= s[0] <= t1 for t0, t1 in windows)]
+    return clock_between(inside, float("-inf"), float("inf"))
 
 
 def attach_clock(rows: list[dict], samples) -> None:

@@ -18,6 +18,7 @@ the run says so, and those numbers mean nothing for a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import platform
@@ -33,7 +34,8 @@ import torch
 from flashtriton.bench import check
 from flashtriton.bench.providers import (DTYPES, PROVIDERS, Inputs, Problem, Provider,
                                          Unsupported, is_dynamo_fallback, make_inputs)
-from flashtriton.bench.results import META_KEYS, PASS_FACTOR, find_commit, make_row, row_status
+from flashtriton.bench.results import (META_KEYS, PASS_FACTOR, attach_run_clock, find_commit,
+                                       make_row, row_status)
 
 TOKENS = 16384  # batch * seqlen
 HIDDEN = 2048   # heads * headdim
@@ -112,6 +114,8 @@ CPU_WARMUP_MS = 25
 # 25: bench/results/2026-11-30-s25-warmup-probe.json), which would favour every provider timed
 # after the first.
 ROUND_WARMUP_MS = 25
+# --clock: nvidia-smi's sampling interval; a 100 ms timing then holds about four samples
+CLOCK_SAMPLE_MS = 25
 
 
 @dataclass(frozen=True)
@@ -120,11 +124,13 @@ class Timing:
     CPU). ``rounds`` > 1: a problem's providers are set up together and timed in turn, round by
     round, each round with ``rep_ms / rounds``; a row's time is the median of its rounds. The
     H200's clock moves in bursts under its power cap (docs/performance.md), and interleaving
-    exposes every provider to the same bursts."""
+    exposes every provider to the same bursts. ``clock``: each timing's window is kept
+    (``clock_windows``, for ``--clock``)."""
     device: str
     warmup_ms: int = CPU_WARMUP_MS
     rep_ms: float = 100
     rounds: int = 1
+    clock: bool = False
 
     def for_round(self, index: int) -> "Timing":
         """The warm-up and repetition budget of one measurement in round ``index``: the full
@@ -136,7 +142,8 @@ class Timing:
         return replace(self, warmup_ms=warmup, rep_ms=self.rep_ms / self.rounds)
 
 
-def make_timing(device: str, warmup_ms: int | None, rep_ms: int, rounds: int = 1) -> Timing:
+def make_timing(device: str, warmup_ms: int | None, rep_ms: int, rounds: int = 1,
+                clock: bool = False) -> Timing:
     """Timing for ``device``; ``warmup_ms`` None takes the device's default (GPU_WARMUP_MS on
     cuda, CPU_WARMUP_MS otherwise)."""
     if warmup_ms is None:
@@ -146,7 +153,7 @@ def make_timing(device: str, warmup_ms: int | None, rep_ms: int, rounds: int = 1
                          f"{rep_ms}")
     if rounds < 1:
         raise ValueError(f"--rounds must be >= 1, got {rounds}")
-    return Timing(device=device, warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=rounds)
+    return Timing(device=device, warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=rounds, clock=clock)
 
 
 def wall_clock_ms(fn: Callable[[], object], *, warmup_ms: float, rep_ms: float,
@@ -253,6 +260,7 @@ class ProviderRun:
         self.calls: dict[str, Callable[[], object]] = {}  # pass -> its timed call, between rounds
         self.peaks: dict[str, float | None] = {}
         self.samples: dict[str, list[float]] = {p: [] for p in passes}
+        self.windows: dict[str, list[tuple[float, float]]] = {p: [] for p in passes}
         self.setup_s: float | None = None  # seconds in ``open``: setup, compiles, gate, peaks
 
     def row(self, pass_name, **kw) -> dict:
@@ -316,6 +324,9 @@ class ProviderRun:
                     grads = None if pass_name == "fwd" else list(self.runner.leaves)
                     self.samples[pass_name].append(
                         bench_ms(self.calls[pass_name], timing, grad_to_none=grads))
+                    # the timed calls are the measurement's last rep_ms (after its warm-up)
+                    end = time.time()
+                    self.windows[pass_name].append((end - timing.rep_ms / 1e3, end))
                 except Exception as exc:  # noqa: BLE001
                     self.untimed([pass_name], *classify(exc))
                 finally:
@@ -335,7 +346,9 @@ class ProviderRun:
             samples = self.samples[pass_name]
             rows.append(self.row(pass_name, ms=statistics.median(samples),
                                  peak_mib=self.peaks[pass_name],
-                                 rounds_ms=samples if len(samples) > 1 else None))
+                                 rounds_ms=samples if len(samples) > 1 else None,
+                                 clock_windows=self.windows[pass_name] if self.timing.clock
+                                 else None))
         return rows
 
     def release(self) -> None:
@@ -503,6 +516,10 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                              "turn N times, rep-ms/N each; a row is the median of its rounds, "
                              "listed as rounds_ms in the JSON. Default 1: each provider set up "
                              "and timed once, on its own")
+    parser.add_argument("--clock", action="store_true",
+                        help="sample the SM clock and board power with nvidia-smi while timing "
+                             "(every 25 ms): each row gets sm_mhz, watts and kcycles (cycles per "
+                             "call) in the JSON, and a clock table is printed; needs a CUDA device")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
     parser.add_argument("--plots", type=Path, default=None, help="write PNG plots into this directory")
@@ -613,6 +630,12 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
             "flashtriton bench: --baseline-src applies to the attention grid, not to --feature "
             "or --decode")
         return 2
+    if getattr(args, "clock", False) and (getattr(args, "feature", None)
+                                          or getattr(args, "decode", False)):
+        make_console(prefer_rich=not args.plain).print(
+            "flashtriton bench: --clock applies to the attention grid, not to --feature or "
+            "--decode")
+        return 2
     if getattr(args, "feature", None):
         from flashtriton.bench import features
 
@@ -652,7 +675,10 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
             quick_default = QUICK_PROVIDERS + tuple(n for n in registry if n not in PROVIDERS)
         providers = select_providers(args.providers, registry, default=quick_default)
         device = resolve_device(args.device)
-        timing = make_timing(device, args.warmup_ms, args.rep_ms, args.rounds)
+        if args.clock and device != "cuda":
+            raise ValueError("--clock samples the GPU's SM clock with nvidia-smi: it needs a "
+                             "CUDA device")
+        timing = make_timing(device, args.warmup_ms, args.rep_ms, args.rounds, args.clock)
     except ValueError as exc:
         console.print(f"flashtriton bench: {exc}")
         return 2
@@ -675,8 +701,20 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
             write_results(args.out, meta, rows)
 
     start = time.perf_counter()
-    with console.progress(total) as advance:
-        results = run_benchmark(spec, providers, timing, progress=advance, checkpoint=checkpoint)
+    with contextlib.ExitStack() as stack:
+        if timing.clock:  # (the rows get their clock once the sampler has stopped)
+            from flashtriton.analysis.clock import sample_clock
+
+            try:
+                clock_samples = stack.enter_context(sample_clock(CLOCK_SAMPLE_MS))
+            except RuntimeError as exc:
+                console.print(f"flashtriton bench: {exc}")
+                return 2
+        with console.progress(total) as advance:
+            results = run_benchmark(spec, providers, timing, progress=advance,
+                                    checkpoint=checkpoint)
+    if timing.clock:
+        attach_run_clock(results, clock_samples)
     elapsed = time.perf_counter() - start
     timer = timer_description(device, timing.rounds)
     for title, headers, rows in summary_tables(results, list(registry), timer=timer):

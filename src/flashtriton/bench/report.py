@@ -147,7 +147,7 @@ def _cell(row: dict | None, key: str, fmt: str) -> str:
     status = row_status(row)
     if status != "ok":
         return SHORT_STATUS[status]
-    if row[key] is None:
+    if row.get(key) is None:
         return "n/a"
     return format(row[key], fmt if abs(row[key]) >= 1 else ".3g")
 
@@ -163,8 +163,8 @@ def _grouped(results: list[dict]):
 
 def summary_tables(results: list[dict], providers: list[str], *,
                    timer: str = "median of do_bench") -> list[tuple[str, list, list]]:
-    """(title, headers, rows) for the TFLOP/s table and, when memory was measured, the peak-memory
-    table; columns follow the provider registry's order. The TFLOP/s table adds
+    """(title, headers, rows) for the TFLOP/s table and, when measured, the peak-memory table
+    and the SM clock table (``--clock``); columns follow the provider registry's order. The TFLOP/s table adds
     flashtriton / sdpa_cudnn (the speed target) and, in an A/B, flashtriton / flashtriton_base
     (``--baseline-src``)."""
     present = [p for p in providers if any(r["provider"] == p for r in results)]
@@ -175,7 +175,7 @@ def summary_tables(results: list[dict], providers: list[str], *,
     # (peer, header, digits): the cuDNN target, and an A/B's baseline (changes of a percent)
     ratios = [r for r in (("sdpa_cudnn", "ours/cuDNN", 2), ("flashtriton_base", "ours/base", 3))
               if "flashtriton" in present and r[0] in present]
-    speed_rows, mem_rows = [], []
+    speed_rows, mem_rows, clock_rows = [], [], []
     for key in keys:
         by_provider = groups[key]
         config = [key[0], key[1], "yes" if key[2] else "no", str(key[3]), str(key[4])]
@@ -186,8 +186,12 @@ def summary_tables(results: list[dict], providers: list[str], *,
             speed.append(f"{ours['tflops'] / peer['tflops']:.{digits}f}x" if ok else "")
         speed_rows.append(config + speed)
         mem_rows.append(config + [_cell(by_provider.get(p), "peak_mib", ".0f") for p in present])
+        clock_rows.append(config + [_cell(by_provider.get(p), "sm_mhz", ".0f") for p in present])
     speed_headers = config_headers + present + [header for _, header, _ in ratios]
     tables = [(f"TFLOP/s ({timer})", speed_headers, speed_rows)]
     if any(r.get("peak_mib") is not None for r in results):
         tables.append(("peak memory (MiB, inputs included)", config_headers + present, mem_rows))
+    if any(r.get("sm_mhz") is not None for r in results):
+        tables.append(("SM clock while timed (MHz, median of nvidia-smi's samples)",
+                       config_headers + present, clock_rows))
     return tables

@@ -9,8 +9,11 @@ Schema (fixed by the speed issue; plots and docs are regenerated from committed 
 A row that was not timed has ``ms``/``tflops``/``peak_mib`` null and a ``status`` ("skipped": the
 provider does not support the configuration; "wrong": it failed the correctness gate; "error": it
 raised something unexpected) with a ``note`` saying why. Timed rows carry no ``status`` and may carry
-a ``note``. Optional: ``rounds_ms`` (each round's time, ``--rounds``) and ``setup_s`` (the seconds
-the provider spent on the configuration before its timing: setup, compiles, check, peak memory).
+a ``note``. Optional: ``rounds_ms`` (each round's time, ``--rounds``), ``setup_s`` (the seconds
+the provider spent on the configuration before its timing: setup, compiles, check, peak memory)
+and, with ``--clock``, ``clock_windows`` (each round's [start, end], unix seconds), ``sm_mhz`` and
+``watts`` (the median of nvidia-smi's samples inside them), ``clock_samples`` (how many) and
+``kcycles`` (thousands of SM cycles per call: ms × MHz).
 This module needs neither torch nor a GPU.
 """
 
@@ -23,7 +26,8 @@ from pathlib import Path
 META_KEYS = ("gpu", "torch", "triton", "cuda", "date", "commit")
 RESULT_KEYS = ("provider", "pass", "dtype", "batch", "heads", "seqlen", "headdim", "causal",
                "ms", "tflops", "peak_mib")
-OPTIONAL_KEYS = ("status", "note", "feature", "feature_params", "rounds_ms", "setup_s")
+OPTIONAL_KEYS = ("status", "note", "feature", "feature_params", "rounds_ms", "setup_s",
+                 "clock_windows", "sm_mhz", "watts", "clock_samples", "kcycles")
 STATUSES = ("ok", "skipped", "wrong", "error")
 
 # FLOPs of each pass relative to the forward (the FlashAttention papers' convention).
@@ -43,9 +47,11 @@ def attention_flops(batch: int, heads: int, seqlen: int, headdim: int, causal: b
 def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: int, seqlen: int,
              headdim: int, causal: bool, ms: float | None = None, peak_mib: float | None = None,
              status: str = "ok", note: str | None = None,
-             rounds_ms: list[float] | None = None, setup_s: float | None = None) -> dict:
+             rounds_ms: list[float] | None = None, setup_s: float | None = None,
+             clock_windows: list | None = None) -> dict:
     """One result row; ``tflops`` follows from ``ms`` and the FLOP count. ``rounds_ms``: each
     round's time when ``ms`` is the median of several (``flashtriton bench --rounds``).
+    ``clock_windows``: each round's [start, end] in unix seconds (``--clock``).
     ``setup_s``: the seconds the provider took on this configuration before its timing (setup,
     first calls and their compiles, the correctness check, peak memory), shared by its rows."""
     if status not in STATUSES:
@@ -64,7 +70,26 @@ def make_row(provider: str, pass_name: str, *, dtype: str, batch: int, heads: in
         row["rounds_ms"] = [float(x) for x in rounds_ms]
     if setup_s is not None:
         row["setup_s"] = round(float(setup_s), 3)
+    if clock_windows:
+        row["clock_windows"] = [[round(float(t0), 3), round(float(t1), 3)]
+                                for t0, t1 in clock_windows]
     return row
+
+
+def attach_run_clock(rows: list[dict], samples) -> None:
+    """``flashtriton bench --clock``: each timed row's clock from nvidia-smi's ``samples``
+    ((unix time, MHz, W), ``analysis.clock.sample_clock``) inside its ``clock_windows``: the
+    median ``sm_mhz`` and ``watts``, ``clock_samples``, and ``kcycles`` per call (None without
+    samples)."""
+    from flashtriton.analysis.clock import clock_within
+
+    for row in rows:
+        if not row.get("clock_windows"):
+            continue
+        c = clock_within(samples, row["clock_windows"])
+        row["clock_samples"], row["sm_mhz"], row["watts"] = c["samples"], c["sm_mhz"], c["watts"]
+        row["kcycles"] = (round(row["ms"] * c["sm_mhz"], 1)
+                          if c["samples"] and row.get("ms") else None)
 
 
 def row_status(row: dict) -> str:
