@@ -114,8 +114,9 @@ CPU_WARMUP_MS = 25
 # 25: bench/results/2026-11-30-s25-warmup-probe.json), which would favour every provider timed
 # after the first.
 ROUND_WARMUP_MS = 25
-# --clock: nvidia-smi's sampling interval; a 100 ms timing then holds about four samples
-CLOCK_SAMPLE_MS = 25
+# --clock: nvidia-smi's sampling interval (the one scripts/dtype_clock.py used on the H200 in
+# session 27); a 100 ms timing holds about two samples, --rounds' longer budgets more
+CLOCK_SAMPLE_MS = 50
 
 
 @dataclass(frozen=True)
@@ -518,7 +519,7 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                              "and timed once, on its own")
     parser.add_argument("--clock", action="store_true",
                         help="sample the SM clock and board power with nvidia-smi while timing "
-                             "(every 25 ms): each row gets sm_mhz, watts and kcycles (cycles per "
+                             "(every 50 ms): each row gets sm_mhz, watts and kcycles (cycles per "
                              "call) in the JSON, and a clock table is printed; needs a CUDA device")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
