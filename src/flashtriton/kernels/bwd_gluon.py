@@ -352,7 +352,7 @@ def _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile, dk, dv, step, 
 
 
 @gluon.jit
-def _bwd_consumer(staged, kv, schedule, args, ALT: gl.constexpr, WG: gl.constexpr):
+def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     """One consumer warpgroup: for each of the program's tiles, its BLOCK_N keys against every
     step of Q and dO (see the module docstring); dK and dV written by TMA at the tile's end."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
@@ -366,7 +366,6 @@ def _bwd_consumer(staged, kv, schedule, args, ALT: gl.constexpr, WG: gl.constexp
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     DQ_COLS: gl.constexpr = dq_smem.type.shape[2] * dq_smem.type.shape[4]  # blocks of 8
     SPLIT_DQ: gl.constexpr = DQ_COLS < HEAD_DIM  # each warpgroup: DQ_COLS columns, all keys
-    BOTH: gl.constexpr = SPLIT_DQ or ALT  # a dQ product over both warpgroups' dSᵀ
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DEFER_DQ: gl.constexpr = PARITIES > 2  # a step's dQ product in the next step
     # what a split dQ product waits on for the step's two dSᵀ: ds_ready, one barrier per step
@@ -375,6 +374,11 @@ def _bwd_consumer(staged, kv, schedule, args, ALT: gl.constexpr, WG: gl.constexp
     # the step's products are done, so its dSᵀ is stored: one arrival, and the warpgroup
     # barrier Triton puts before it, fewer per step
     DQ_ON_EMPTY: gl.constexpr = len(ds_sync) == 0
+    # DQ_ALT, read off the buffers (a constexpr handed through warp_specialize's arguments
+    # arrives as a value): DQ_ON_EMPTY comes only with split dQ (attn_bwd_gluon), so dQ
+    # staged whole there means the warpgroups take turns at it
+    ALT: gl.constexpr = DQ_ON_EMPTY and not SPLIT_DQ
+    BOTH: gl.constexpr = SPLIT_DQ or ALT  # a dQ product over both warpgroups' dSᵀ
     if DQ_ON_EMPTY:
         dq_bars = empty
     else:
@@ -484,24 +488,12 @@ def _bwd_consumer(staged, kv, schedule, args, ALT: gl.constexpr, WG: gl.constexp
 
 @gluon.jit
 def _bwd_consumer0(staged, kv, schedule, args):
-    _bwd_consumer(staged, kv, schedule, args, False, 0)
+    _bwd_consumer(staged, kv, schedule, args, 0)
 
 
 @gluon.jit
 def _bwd_consumer1(staged, kv, schedule, args):
-    _bwd_consumer(staged, kv, schedule, args, False, 1)
-
-
-# the warpgroups taking turns at dQ (DQ_ALT); a constexpr handed through warp_specialize's
-# arguments arrives as a value, so each choice has its own partition functions
-@gluon.jit
-def _bwd_consumer0_alt(staged, kv, schedule, args):
-    _bwd_consumer(staged, kv, schedule, args, True, 0)
-
-
-@gluon.jit
-def _bwd_consumer1_alt(staged, kv, schedule, args):
-    _bwd_consumer(staged, kv, schedule, args, True, 1)
+    _bwd_consumer(staged, kv, schedule, args, 1)
 
 
 @gluon.jit
@@ -581,14 +573,8 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                                    stride_dkb, stride_dkn, stride_dkh,
                                    stride_dvb, stride_dvn, stride_dvh))
     # the producer needs few registers: the consumers take 240 each (4·24 + 8·240 ≤ 512 per lane)
-    if DQ_ALT:
-        gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0_alt, work),
-                            (_bwd_consumer1_alt, work)], [CONSUMER_WARPS, CONSUMER_WARPS],
-                           [240, 240])
-    else:
-        gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0, work),
-                            (_bwd_consumer1, work)], [CONSUMER_WARPS, CONSUMER_WARPS],
-                           [240, 240])
+    gl.warp_specialize([(_bwd_producer, loads), (_bwd_consumer0, work), (_bwd_consumer1, work)],
+                       [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
 
 def gluon_bwd_eligible(q, k, v, do, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
