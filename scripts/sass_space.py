@@ -1,8 +1,10 @@
 """Compile every config of a tuning space for sm_90a on any machine (no GPU) and print what
-ptxas makes of each: registers, shared memory, spill bytes, serialized warpgroup MMAs. It
+ptxas makes of each: registers, shared memory, spill bytes, serialized warpgroup MMAs, and
+warpgroup MMAs that read a descriptor some path leaves unwritten (`analysis/sass_flow.py`). It
 prunes a `scripts/tune.py` sweep before device time is spent on it: a config that needs more
-shared memory than an SM has (232,448 bytes on the H200) cannot launch, and spills or
-serialized MMAs are a cost the sweep would only find by timing.
+shared memory than an SM has (232,448 bytes on the H200) cannot launch, spills or serialized
+MMAs are a cost the sweep would only find by timing, and an unwritten descriptor is a fault
+that only some inputs reach.
 
     PYTHONPATH=src python3 scripts/sass_space.py --pass bwd --headdim 256 \\
         --space '64:64,64:32;4,8;1,2;tma,ptr' [--causal] [--json out.json]
@@ -62,6 +64,7 @@ def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dic
                          "fits": r["shared_bytes"] <= SHARED_PER_SM,
                          "spill_bytes": r["spill_bytes"],
                          "wgmma_serialized": r["wgmma_serialized"],
+                         "unset_descriptors": len(r["unset_descriptors"]),
                          "hgmma": r["instructions"]["HGMMA"]})
         return rows or [{**label, "status": "error", "note": "no attention kernel launched"}]
     except Exception as exc:  # a launcher's refusal or a compile failure: reported, not fatal
@@ -94,10 +97,12 @@ def main(argv=None) -> int:
         for r in report(args.pas, cfg, args.headdim, args.causal):
             rows.append(r)
             if r["status"] == "ok":
-                serial = "  serialized MMAs" if r["wgmma_serialized"] else ""
+                notes = "  serialized MMAs" if r["wgmma_serialized"] else ""
+                if r["unset_descriptors"]:
+                    notes += f"  {r['unset_descriptors']} MMAs read unwritten descriptors"
                 print(f"{_token(cfg):40s} {r['kernel']:20s} regs {r['registers']:3d}  shared "
                       f"{r['shared_bytes']:7,d}{'' if r['fits'] else ' (too much)'}  spills "
-                      f"{r['spill_bytes']:5d}{serial}", flush=True)
+                      f"{r['spill_bytes']:5d}{notes}", flush=True)
             else:
                 print(f"{_token(cfg):40s} error: {r['note']}", flush=True)
     if args.json:

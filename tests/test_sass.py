@@ -160,6 +160,7 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
     assert r["kernel"] == "_attn_fwd_ws" and r["spill_bytes"] == 0
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]  # (analysis/sass_flow.py)
 
 
 def test_gluon_forward_d256_fits_an_sm():
@@ -169,6 +170,7 @@ def test_gluon_forward_d256_fits_an_sm():
     assert r["kernel"] == "_attn_fwd_ws" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]
 
 
 def test_gluon_backward_d256_fits_an_sm():
@@ -179,6 +181,7 @@ def test_gluon_backward_d256_fits_an_sm():
     assert r["kernel"] == "_attn_bwd_dkdv_hs" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] <= 140
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]
 
 
 def test_gluon_backward_d256_dq_fits_an_sm():
@@ -191,6 +194,7 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     assert not any(x["local_stores"] or x["local_loads"] for x in r["local_by_region"])
     assert [x["region"] for x in r["local_by_region"]].count("240 alloc") == 2
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]
 
 
 def test_gluon_persistent_forward_d256_fits_an_sm():
@@ -200,6 +204,7 @@ def test_gluon_persistent_forward_d256_fits_an_sm():
     assert r["kernel"] == "_attn_fwd_persistent" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] <= 68
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -210,6 +215,7 @@ def test_gluon_persistent_forward_entry_compiles(head_dim):
     assert r["kernel"] == "_attn_fwd_persistent" and not r["wgmma_serialized"]
     assert r["spill_bytes"] == 0
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]
 
 
 _SOFTMAX_PATHS_CHILD = """
@@ -375,9 +381,13 @@ def test_pinned_triton_has_the_tma_reduction():
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_backward_entry_compiles(head_dim):
     """The Gluon backward as shipped (configs._BWD_GLUON, split dQ): warpgroup MMAs not
-    serialized by ptxas, TMA loads, dQ added by TMA reductions."""
+    serialized by ptxas, TMA loads, dQ added by TMA reductions, and no warpgroup MMA reading a
+    shared-memory descriptor that some path leaves unwritten (analysis/sass_flow.py: a variant
+    of this kernel faulted on the H200 so, ptxas having computed the descriptor only in a loop's
+    preheader that a zero-trip branch skipped)."""
     r = _sass("--kernel", "gluon_bwd", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_bwd_ws" and not r["wgmma_serialized"]
+    assert r["unset_descriptors"] == [], r["unset_descriptors"]
     assert r["constexprs"]["SPLIT_DQ"]
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["instructions"]["UTMAREDG"] > 0

@@ -32,6 +32,7 @@ def test_space_rows(tmp_path):
     assert tl["fits"] and tl["registers"] > 0 and (tl["block_m"], tl["num_stages"]) == (64, 3)
     (gluon,) = [r for r in rows if r["gluon"]]
     assert gluon["kernel"] == "_attn_bwd_ws" and gluon["split_dq"] and gluon["hgmma"] > 0
+    assert tl["unset_descriptors"] == gluon["unset_descriptors"] == 0, rows
     assert "_attn_bwd_dkdv" in table and "_attn_bwd_ws" in table
 
 

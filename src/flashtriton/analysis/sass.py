@@ -218,14 +218,21 @@ def tool(name: str) -> str:
     return path
 
 
-# a SASS line: address, opcode with its modifiers (predicate dropped), operands
-_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)")
+# a SASS line: address, guard predicate, opcode with its modifiers, operands
+_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P\w+)\s+)?([A-Z][A-Za-z0-9_.]*)(.*)")
+
+
+def guarded_instructions(sass: str) -> list[tuple[int, str | None, str, str]]:
+    """(address, guard predicate such as ``@!P0`` or None, opcode with its modifiers, operands)
+    for each instruction of a SASS listing. The operands run to the end of the line (with
+    ``cuobjdump``'s encoding comment, if any, after the ``;``)."""
+    return [(int(m.group(1), 16), m.group(2), m.group(3), m.group(4))
+            for m in map(_SASS_LINE.match, sass.splitlines()) if m]
 
 
 def sass_instructions(sass: str) -> list[tuple[int, str, str]]:
     """(address, opcode with its modifiers, operands) for each instruction of a SASS listing."""
-    return [(int(m.group(1), 16), m.group(2), m.group(3))
-            for m in map(_SASS_LINE.match, sass.splitlines()) if m]
+    return [(addr, op, rest) for addr, _, op, rest in guarded_instructions(sass)]
 
 
 def count_instructions(sass: str, names=COUNTED) -> dict[str, int]:
@@ -392,6 +399,9 @@ def compile_launch(launch: dict) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    # (here, not at the top: sass_flow reads the listing with this module's parser)
+    from flashtriton.analysis.sass_flow import unset_descriptor_reads
+
     source = ASTSource
     if type(launch["fn"]).__name__.startswith("Gluon"):  # Gluon kernels set their layouts' context
         from triton.experimental.gluon._runtime import GluonASTSource as source
@@ -428,6 +438,8 @@ def compile_launch(launch: dict) -> dict:
         "local_by_region": local_by_region(sass),
         # the innermost loops holding matrix instructions (one step's code in a main loop)
         "mma_loops": mma_loops(sass),
+        # warpgroup MMAs reading a descriptor register some path leaves unwritten (sass_flow)
+        "unset_descriptors": unset_descriptor_reads(sass),
         "shared_layouts": shared_layouts(compiled.asm["ttgir"]),
     }
 
@@ -516,6 +528,9 @@ def run_cli(args) -> int:
               f"instructions, {x['mma']} matrix, {x['local_loads']} local loads, "
               f"{x['local_stores']} local stores, {x['shared_stores']} shared stores, "
               f"{x['barriers']} barriers, {x['fences']} fences")
+    unset = r["unset_descriptors"]
+    print(f"  warpgroup MMAs reading a descriptor unwritten on some path: {len(unset)}"
+          + "".join(f"; {x['address']:#x} {', '.join(x['registers'])}" for x in unset))
     if r["wgmma_serialized"]:
         print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))

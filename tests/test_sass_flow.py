@@ -1,0 +1,136 @@
+"""analysis/sass_flow.py: warpgroup MMAs that read a descriptor register some path from the
+kernel's entry leaves unwritten, on small listings written here in ``cuobjdump -sass``'s format.
+The shipped kernels' own listings are checked in test_sass.py, where they are compiled."""
+
+from __future__ import annotations
+
+from flashtriton.analysis.sass_flow import unset_descriptor_reads
+
+MMA = "HGMMA.64x64x16.F32.BF16"
+
+
+def _cuobjdump(body: str) -> str:
+    """``body``'s instructions as ``cuobjdump -sass`` prints them: a header, and after each
+    instruction its encoding, two 64-bit words in comments (the second on a line of its own)."""
+    lines = ["\tcode for sm_90a", "\t\tFunction : _kernel"]
+    for line in body.strip().splitlines():
+        lines += [f"        {line.strip():72s}/* 0x000fe20008000000 */",
+                  f"{'':80s}/* 0x000fc40000000a00 */"]
+    return "\n".join(lines) + "\n"
+
+
+def _found(body: str) -> list[tuple[int, list[str]]]:
+    return [(x["address"], x["registers"]) for x in unset_descriptor_reads(_cuobjdump(body))]
+
+
+# A's descriptor in UR4, UR5 and B's in UR6, UR7, as an HGMMA with A in shared memory reads them
+_WRITE_DESCRIPTORS = """
+    /*{0:04x}*/                   UMOV UR4, 0x400 ;
+    /*{1:04x}*/                   UMOV UR5, 0x40000040 ;
+    /*{2:04x}*/                   ULDC.64 UR6, c[0x0][0x210] ;
+"""
+
+
+def test_written_before_a_branch_is_set_on_both_arms():
+    body = _WRITE_DESCRIPTORS.format(0x00, 0x10, 0x20) + f"""
+    /*0030*/                   ISETP.NE.AND P0, PT, R0, RZ, PT ;
+    /*0040*/               @P0 BRA 0x70 ;
+    /*0050*/                   {MMA} R24, gdesc[UR4].tnspA.tnspB, RZ, !UPT, gsb0 ;
+    /*0060*/                   BRA 0x80 ;
+    /*0070*/                   NOP ;
+    /*0080*/                   {MMA} R24, gdesc[UR4].tnspA.tnspB, R24, gsb0 ;
+    /*0090*/                   EXIT ;
+    /*00a0*/                   BRA 0xa0 ;
+"""
+    assert _found(body) == []
+
+
+def _diamond(other_arm: str) -> str:
+    """One arm (0x20 to 0x60) writes the descriptors and issues an HGMMA; the branch at 0x10
+    takes the other arm (0x70, 0x80); an HGMMA after the join (0x90) reads all four."""
+    return f"""
+    /*0000*/                   ISETP.NE.AND P0, PT, R0, RZ, PT ;
+    /*0010*/               @P0 BRA 0x70 ;
+""" + _WRITE_DESCRIPTORS.format(0x20, 0x30, 0x40) + f"""
+    /*0050*/                   {MMA} R24, gdesc[UR4].tnspA.tnspB, RZ, !UPT, gsb0 ;
+    /*0060*/                   BRA 0x90 ;
+{other_arm}
+    /*0090*/                   {MMA} R24, gdesc[UR4].tnspA.tnspB, R24, gsb0 ;
+    /*00a0*/                   EXIT ;
+"""
+
+
+def test_written_on_one_arm_only_is_unset_after_the_join():
+    body = _diamond("""
+    /*0070*/                   NOP ;
+    /*0080*/                   NOP ;
+""")
+    assert _found(body) == [(0x90, ["UR4", "UR5", "UR6", "UR7"])]
+    # written on the other arm as well: set on every path
+    assert _found(_diamond("""
+    /*0070*/                   ULDC.64 UR4, c[0x0][0x220] ;
+    /*0080*/                   ULDC.64 UR6, c[0x0][0x228] ;
+""")) == []
+
+
+def test_a_guarded_write_may_not_happen():
+    """In the block of the guarded writes and in the blocks after it."""
+    body = f"""
+    /*0000*/                   UMOV UR4, 0x400 ;
+    /*0010*/                   UMOV UR5, 0x40000040 ;
+    /*0020*/                   VOTEU.ALL UP0, P1 ;
+    /*0030*/             @!UP0 UIADD3 UR6, UR4, 0x80, URZ ;
+    /*0040*/               @P1 UMOV UR7, 0x40000040 ;
+    /*0050*/                   {MMA} R24, gdesc[UR4].tnspA.tnspB, RZ, !UPT, gsb0 ;
+    /*0060*/               @P2 BRA 0x80 ;
+    /*0070*/                   NOP ;
+    /*0080*/                   {MMA} R24, gdesc[UR4].tnspA.tnspB, R24, gsb0 ;
+    /*0090*/                   EXIT ;
+"""
+    assert _found(body) == [(0x50, ["UR6", "UR7"]), (0x80, ["UR6", "UR7"])]
+
+
+def test_a_from_registers_reads_only_b_descriptor():
+    """``HGMMA R24, R56, gdesc[UR4]``: A in registers R56..., B's descriptor in UR6, UR7; UR4 and
+    UR5 are not read (here never written). With A from shared memory all four are read."""
+    body = f"""
+    /*0000*/                   ULDC.64 UR6, c[0x0][0x210] ;
+    /*0010*/                   {MMA} R24, R56, gdesc[UR4].tnspB, RZ, !UPT ;
+    /*0020*/                   {MMA} R24, gdesc[UR4].tnspB, R24, gsb0 ;
+    /*0030*/                   EXIT ;
+"""
+    assert _found(body) == [(0x20, ["UR4", "UR5"])]
+
+
+# The fault found on the H200 ("Invalid __shared__ read"): B's descriptor (UR26, UR27) is
+# computed in the preheader of a loop that a zero-trip branch skips, and an HGMMA after the loop
+# reads it. The loop's own HGMMA is fine: the preheader is on every path into the loop.
+_ZERO_TRIP = f"""
+    /*0000*/                   S2UR UR4, SR_CgaCtaId ;
+    /*0010*/                   UMOV UR24, 0x400 ;
+    /*0020*/                   UMOV UR25, 0x40000040 ;
+    /*0030*/                   ISETP.GE.AND P0, PT, R2, 0x1, PT ;
+    /*0040*/              @!P0 BRA 0xc0 ;
+    /*0050*/                   UIADD3 UR26, UP0, UR4, 0x80, URZ ;
+    /*0060*/                   UIADD3.X UR27, UR4, 0x40000040, URZ, UP0, !UPT ;
+    /*0070*/                   WARPGROUP.ARRIVE ;
+    /*0080*/                   {MMA} R24, gdesc[UR24].tnspA.tnspB, R24, gsb0 ;
+    /*0090*/                   IADD3 R2, R2, -0x1, RZ ;
+    /*00a0*/                   ISETP.NE.AND P1, PT, R2, RZ, PT ;
+    /*00b0*/               @P1 BRA 0x70 ;
+    /*00c0*/                   {MMA} R24, gdesc[UR24].tnspA.tnspB, R24, gsb0 ;
+    /*00d0*/                   EXIT ;
+    /*00e0*/                   BRA 0xe0 ;
+"""
+
+
+def test_loop_preheader_skipped_by_a_zero_trip_branch():
+    (found,) = unset_descriptor_reads(_cuobjdump(_ZERO_TRIP))
+    assert found == {"address": 0xc0, "opcode": MMA, "registers": ["UR26", "UR27"]}
+    # without the zero-trip branch the preheader is on every path
+    assert _found(_ZERO_TRIP.replace("@!P0 BRA 0xc0", "NOP")) == []
+
+
+def test_text_without_instructions():
+    assert unset_descriptor_reads("") == []
+    assert unset_descriptor_reads("\tcode for sm_90a\n\t\tFunction : _kernel\n") == []
