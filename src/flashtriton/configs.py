@@ -349,7 +349,10 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # bwd-d64-alt (2026-12-01-s32-tune-bwd-d64-alt.json, one timing each; with / without it) chose
 # the shipped launches again: persistent, two slots, 1k 385.9 / 366.1, 4k 463.7 / 451.0, 16k
 # 514.9 / 482.3, causal 1k 279.4 / 276.3, 4k 431.2 / 414.4; causal 16k within 1.2% of one
-# another (one program per tile, three slots 482.7 / 470.9; two slots 488.6).
+# another (one program per tile, three slots 482.7 / 470.9; two slots 488.6). Two slots there,
+# in session 33's in-process A/B against 79043a6 (2026-12-01-s33-ab-bwd-d64c-long-s2-*.json):
+# 8k causal 441.1 438.5 -> 441.5 444.9, 16k 490.0 489.7 -> 487.7 491.4 (-0.1% each, the paired
+# ranges across zero), so three stay.
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
