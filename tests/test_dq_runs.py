@@ -1,6 +1,6 @@
 """The Gluon backward's float32 dQ accumulator in runs (kernels/bwd_gluon.py ``_dq_add``) and
 the two ``tl`` kernels around it: kernels/bwd.py's preprocess kernel, which zeroes the runs,
-and kernels/bwd_gluon.py's ``_dq_from_runs`` (launched by ``dq_cast``), which puts dQ back in
+and kernels/dq_runs.py's ``_dq_from_runs`` (launched by ``dq_cast``), which puts dQ back in
 (batch, seqlen, heads, head_dim) and casts it. Both run under the interpreter on CPU; the Gluon kernel that fills the runs is tested on
 the GPU (tests/test_gluon_bwd.py).
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from flashtriton.kernels import bwd
-from flashtriton.kernels.bwd_gluon import dq_cast, dq_runs_numel
+from flashtriton.kernels.dq_runs import dq_cast, dq_runs_numel
 from flashtriton.kernels.common import launch
 from helpers import DEVICE, assert_close
 

@@ -26,7 +26,8 @@ from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, 
                                         tma_ready)
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
-    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, dq_runs_numel, gluon_bwd_eligible
+    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, gluon_bwd_eligible
+    from flashtriton.kernels.dq_runs import dq_runs_numel
     from flashtriton.kernels.bwd_gluon_d256 import attn_bwd_dkdv_gluon_d256
     from flashtriton.kernels.bwd_gluon_d256_dq import attn_bwd_dq_gluon_d256
 except ImportError:  # older Triton: the tl kernels only
