@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from flashtriton.kernels import bwd
-from flashtriton.kernels.dq_runs import dq_cast, dq_runs_numel
+from flashtriton.kernels.dq_runs import dq_cast, dq_runs_layout, dq_runs_numel
 from flashtriton.kernels.common import launch
 from helpers import DEVICE, assert_close
 
@@ -64,7 +64,7 @@ def test_preprocess_zeroes_every_run():
     do = torch.randn(b, s, h, d, device=DEVICE)
     delta = torch.full((b, h, s), float("nan"), device=DEVICE)
     runs = torch.full((dq_runs_numel(o, block_m),), float("nan"), device=DEVICE)
-    run_strides, rows = bwd._dq_runs_layout(o, block_m)
+    run_strides, rows = dq_runs_layout(o, block_m)
     assert rows == 128
     strides = lambda t: (t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
     launch(bwd._bwd_preprocess, (-(-rows // pre_block), b * h), o, do, delta, o, runs,

@@ -24,10 +24,10 @@ from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, 
                                         load_rows, may_plan, mma, plan_key, query_tile_program,
                                         scores_log2, sequence_bounds, store_plan, tanh,
                                         tma_ready)
+from flashtriton.kernels.dq_runs import dq_runs_layout, dq_runs_numel
 
 try:  # Gluon (triton.experimental.gluon) is in Triton 3.5 and newer
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon, gluon_bwd_eligible
-    from flashtriton.kernels.dq_runs import dq_runs_numel
     from flashtriton.kernels.bwd_gluon_d256 import attn_bwd_dkdv_gluon_d256
     from flashtriton.kernels.bwd_gluon_d256_dq import attn_bwd_dq_gluon_d256
 except ImportError:  # older Triton: the tl kernels only
@@ -81,16 +81,6 @@ def _bwd_preprocess(O, DO, DELTA, CU_Q, DQ, stride_ob, stride_om, stride_oh,
         tl.store(DQ + b64 * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm
                  + offs_dq[None, :], tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32),
                  mask=(offs_m[:, None] < zero_rows) & (offs_dq[None, :] < HEAD_DIM_QK))
-
-
-def _dq_runs_layout(q, block_m: int) -> tuple[tuple[int, int, int], int]:
-    """The Gluon backward's dQ runs seen as rows of head_dim values, for the preprocess kernel
-    to zero: the (batch, row, head) strides that walk them and the rows of a head (its
-    seqlen_q rounded up to whole blocks of ``block_m``; each head's runs are contiguous, the
-    order of values inside them is ``_dq_add``'s)."""
-    _, seqlen_q, nheads, d = q.shape
-    rows = cdiv(seqlen_q, block_m) * block_m
-    return (nheads * rows * d, d, rows * d), rows
 
 
 @triton.jit
@@ -474,7 +464,7 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
     dq_acc = None
     dq_strides, zero_rows = (0, 0, 0), seqlen_q
     if gluon_dq:
-        dq_strides, zero_rows = _dq_runs_layout(q, cfg.block_m)
+        dq_strides, zero_rows = dq_runs_layout(q, cfg.block_m)
         dq_acc = _empty(dq_runs_numel(q, cfg.block_m), dtype=torch.float32, device=q.device)
     elif fused:
         dq_acc = (torch.zeros(q.shape, dtype=torch.float32, device=q.device) if varlen

@@ -13,11 +13,21 @@ from flashtriton.kernels.common import cdiv, launch
 _empty = torch.empty
 
 
+def dq_runs_layout(q, block_m: int) -> tuple[tuple[int, int, int], int]:
+    """The Gluon backward's dQ runs seen as rows of head_dim values, for kernels/bwd.py's
+    preprocess kernel to zero: the (batch, row, head) strides that walk them and the rows of a
+    head (its seqlen_q rounded up to whole blocks of ``block_m``; each head's runs are
+    contiguous, the order of values inside them is ``_dq_add``'s)."""
+    _, seqlen_q, nheads, d = q.shape
+    rows = cdiv(seqlen_q, block_m) * block_m
+    return (nheads * rows * d, d, rows * d), rows
+
+
 def dq_runs_numel(q, block_m: int) -> int:
     """Values in the Gluon backward's float32 dQ accumulator (see ``_dq_add``): every head's
-    rows rounded up to whole blocks of ``block_m``."""
-    batch, seqlen_q, nheads, d = q.shape
-    return batch * nheads * cdiv(seqlen_q, block_m) * block_m * d
+    rows rounded up to whole blocks of ``block_m`` (``dq_runs_layout``)."""
+    (batch_stride, _, _), _ = dq_runs_layout(q, block_m)
+    return q.shape[0] * batch_stride
 
 
 @triton.jit
