@@ -186,8 +186,10 @@ def test_gluon_backward_d256_fits_an_sm():
 
 def test_gluon_backward_d256_dq_fits_an_sm():
     """The head-dim-256 dQ kernel (64-row blocks, 64-key tiles in two slots): within an H200
-    block's shared memory, no spills, MMAs not serialized."""
-    r = _sass("--kernel", "gluon_bwd_d256_dq", "--headdim", "256")
+    block's shared memory, no spills, MMAs not serialized. Without --headdim the CLI compiles
+    the entry's own head dim, 256."""
+    r = _sass("--kernel", "gluon_bwd_d256_dq")
+    assert r["head_dim"] == 256
     assert r["kernel"] == "_attn_bwd_dq_hs" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
     # no local memory in any partition; the two consumers take 240 registers a thread
@@ -195,6 +197,20 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     assert [x["region"] for x in r["local_by_region"]].count("240 alloc") == 2
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--kernel", "no_such_kernel"], 2, "unknown kernel 'no_such_kernel'; known: production_fwd"),
+    (["--kernel", "gluon_bwd_d256", "--headdim", "128"], 1, "covers 256, not 128"),
+])
+def test_cli_errors_are_one_line(args, code, message):
+    """A wrong registry name or a head dim the entry's launcher refuses: a one-line error and
+    a non-zero exit, not the compile child's traceback inside the parent's."""
+    out = subprocess.run([sys.executable, "-m", "flashtriton.cli", "sass", *args],
+                         capture_output=True, text=True)
+    assert out.returncode == code, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
 def test_gluon_persistent_forward_d256_fits_an_sm():

@@ -61,12 +61,14 @@ class Shape:
 @dataclass(frozen=True)
 class SassEntry:
     """``launch(shape)`` calls a launcher on CPU tensors; the launches of ``kernel`` are
-    compiled (the first one unless ``index`` says otherwise)."""
+    compiled (the first one unless ``index`` says otherwise); ``head_dim``: the head dim the
+    CLI compiles when ``--headdim`` is not given."""
 
     description: str
     launch: Callable
     kernel: str
     index: int = 0
+    head_dim: int = 128
 
 
 def _qkv(dtype, head_dim, seqlen=256, heads=2):
@@ -181,10 +183,10 @@ KERNELS: dict[str, SassEntry] = {
                            _gluon_bwd, "_attn_bwd_ws"),
     "gluon_bwd_d256": SassEntry("the Gluon dK/dV kernel at head dim 256, dQ left to a kernel "
                                 "of its own (kernels/bwd_gluon_d256.py)", _gluon_bwd_d256("dkdv"),
-                                "_attn_bwd_dkdv_hs"),
+                                "_attn_bwd_dkdv_hs", head_dim=256),
     "gluon_bwd_d256_dq": SassEntry("the Gluon dQ kernel at head dim 256 "
                                    "(kernels/bwd_gluon_d256_dq.py)", _gluon_bwd_d256("dq"),
-                                   "_attn_bwd_dq_hs"),
+                                   "_attn_bwd_dq_hs", head_dim=256),
     "production_bwd_dkdv": SassEntry("backward dK/dV kernel with atomic dQ (kernels/bwd.py)",
                                      _production_bwd(False), "_attn_bwd_dkdv"),
     "production_bwd_dkdv_det": SassEntry("deterministic backward's dK/dV kernel (kernels/bwd.py)",
@@ -491,7 +493,8 @@ def report_in_child(name="production_fwd", dtype="bfloat16", head_dim=128, block
 def add_cli_arguments(parser) -> None:
     parser.add_argument("--kernel", default="production_fwd", help=f"registry entry: {', '.join(KERNELS)}")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    parser.add_argument("--headdim", type=int, default=128)
+    parser.add_argument("--headdim", type=int, default=None,
+                        help="default: the entry's own (256 for the d256 kernels, else 128)")
     parser.add_argument("--block-m", type=int, default=None, help="default: the launcher's own")
     parser.add_argument("--block-n", type=int, default=None, help="default: the launcher's own")
     parser.add_argument("--loads", default="tma", choices=LOADS,
@@ -508,8 +511,22 @@ def run_cli(args) -> int:
         for name, e in KERNELS.items():
             print(f"{name:22s} {e.kernel:18s} {e.description}")
         return 0
+    if args.kernel not in KERNELS:
+        print(f"flashtriton sass: unknown kernel {args.kernel!r}; known: {', '.join(KERNELS)}",
+              file=sys.stderr)
+        return 2
+    head_dim = KERNELS[args.kernel].head_dim if args.headdim is None else args.headdim
     fn = sass_report if args.in_process else report_in_child
-    r = fn(args.kernel, args.dtype, args.headdim, args.block_m, args.block_n, args.loads, args.allow_tf32)
+    try:
+        r = fn(args.kernel, args.dtype, head_dim, args.block_m, args.block_n, args.loads,
+               args.allow_tf32)
+    except (RuntimeError, ValueError) as err:
+        if args.in_process:
+            raise
+        # the child's own error (e.g. a launcher refusing the head dim), not two tracebacks
+        lines = [x for x in str(err).splitlines() if x.strip()]
+        print(f"flashtriton sass: {lines[-1].strip() if lines else err}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
