@@ -525,7 +525,8 @@ def run_cli(args) -> int:
             raise
         # the child's own error (e.g. a launcher refusing the head dim), not two tracebacks
         lines = [x for x in str(err).splitlines() if x.strip()]
-        print(f"flashtriton sass: {lines[-1].strip() if lines else err}", file=sys.stderr)
+        print(f"flashtriton sass: {lines[-1].strip() if lines else err} (the whole error: the "
+              f"same command with --in-process)", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(r, indent=2))
