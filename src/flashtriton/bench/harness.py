@@ -520,7 +520,9 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clock", action="store_true",
                         help="sample the SM clock and board power with nvidia-smi while timing "
                              "(every 50 ms): each row gets sm_mhz, watts and kcycles (cycles per "
-                             "call) in the JSON, and a clock table is printed; needs a CUDA device")
+                             "call: ms x the samples' MHz, which at the power cap read above the "
+                             "clock the kernels get; compare within a run) in the JSON, and a "
+                             "clock table is printed; needs a CUDA device")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results JSON here (e.g. bench/results/<date>-<what>.json)")
     parser.add_argument("--plots", type=Path, default=None, help="write PNG plots into this directory")

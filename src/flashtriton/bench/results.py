@@ -13,7 +13,8 @@ a ``note``. Optional: ``rounds_ms`` (each round's time, ``--rounds``), ``setup_s
 the provider spent on the configuration before its timing: setup, compiles, check, peak memory)
 and, with ``--clock``, ``clock_windows`` (each round's [start, end], unix seconds), ``sm_mhz`` and
 ``watts`` (the median of nvidia-smi's samples inside them), ``clock_samples`` (how many) and
-``kcycles`` (thousands of SM cycles per call: ms × MHz).
+``kcycles`` (thousands of SM cycles per call: ms × MHz; at the power cap nvidia-smi's samples
+read 6–11% above the clock the kernels get, docs/performance.md session 34).
 This module needs neither torch nor a GPU.
 """
 
