@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import sys
 
-CONFIG_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "gluon", "pingpong", "split_dq",
-                 "defer_dq", "dq_on_empty", "dq_alternate", "persistent", "tile_order")
+# the configs' on/off flags a label names, and every field that tells two configs apart
+FLAGS = ("pingpong", "split_dq", "defer_dq", "dq_on_empty", "dq_alternate", "persistent")
+CONFIG_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "gluon", *FLAGS, "tile_order")
 
 
 def load(path: str) -> tuple[dict, dict]:
@@ -32,8 +33,7 @@ def load(path: str) -> tuple[dict, dict]:
 
 def label(cfg: tuple) -> str:
     d = dict(cfg)
-    flags = [k for k in ("pingpong", "split_dq", "defer_dq", "dq_on_empty", "dq_alternate",
-                         "persistent") if d.get(k)]
+    flags = [k for k in FLAGS if d.get(k)]
     order = [d["tile_order"]] if d.get("tile_order") else []
     return f"{d['block_m']}x{d['block_n']} w{d['num_warps']} s{d['num_stages']} " + \
         " ".join(flags + order)

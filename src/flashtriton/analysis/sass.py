@@ -516,18 +516,19 @@ def run_cli(args) -> int:
               file=sys.stderr)
         return 2
     head_dim = KERNELS[args.kernel].head_dim if args.headdim is None else args.headdim
-    fn = sass_report if args.in_process else report_in_child
-    try:
-        r = fn(args.kernel, args.dtype, head_dim, args.block_m, args.block_n, args.loads,
-               args.allow_tf32)
-    except (RuntimeError, ValueError) as err:
-        if args.in_process:
-            raise
-        # the child's own error (e.g. a launcher refusing the head dim), not two tracebacks
-        lines = [x for x in str(err).splitlines() if x.strip()]
-        print(f"flashtriton sass: {lines[-1].strip() if lines else err} (the whole error: the "
-              f"same command with --in-process)", file=sys.stderr)
-        return 1
+    call = (args.kernel, args.dtype, head_dim, args.block_m, args.block_n, args.loads,
+            args.allow_tf32)
+    if args.in_process:
+        r = sass_report(*call)
+    else:
+        try:
+            r = report_in_child(*call)
+        except RuntimeError as err:
+            # the child's own error (e.g. a launcher refusing the head dim), not two tracebacks
+            lines = [x for x in str(err).splitlines() if x.strip()]
+            print(f"flashtriton sass: {lines[-1].strip() if lines else err} (the whole error: "
+                  f"the same command with --in-process)", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps(r, indent=2))
         return 0

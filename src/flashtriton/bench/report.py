@@ -164,9 +164,9 @@ def _grouped(results: list[dict]):
 def summary_tables(results: list[dict], providers: list[str], *,
                    timer: str = "median of do_bench") -> list[tuple[str, list, list]]:
     """(title, headers, rows) for the TFLOP/s table and, when measured, the peak-memory table
-    and the SM clock table (``--clock``); columns follow the provider registry's order. The TFLOP/s table adds
-    flashtriton / sdpa_cudnn (the speed target) and, in an A/B, flashtriton / flashtriton_base
-    (``--baseline-src``)."""
+    and the SM clock table (``--clock``); columns follow the provider registry's order. The
+    TFLOP/s table adds flashtriton / sdpa_cudnn (the speed target) and, in an A/B, flashtriton /
+    flashtriton_base (``--baseline-src``)."""
     present = [p for p in providers if any(r["provider"] == p for r in results)]
     present += sorted({r["provider"] for r in results} - set(present))
     groups = _grouped(results)
