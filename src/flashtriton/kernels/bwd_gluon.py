@@ -101,6 +101,21 @@ def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.co
 
 
 @gluon.jit
+def _step_rows(h_k, group, n_m, m_start, it, BLOCK_M: gl.constexpr):
+    """Step ``it`` of a tile: its query head and first row. A tile's steps walk the group's
+    query heads, n_m query blocks each; without grouping the launch passes group as the
+    constant 1 (Triton makes an integer argument equal to 1 a constexpr), and the step needs
+    no division by n_m (an integer division on every step of every warp otherwise)."""
+    if group == 1:
+        head = h_k
+        m0 = (m_start + it) * BLOCK_M
+    else:
+        head = h_k * group + it // n_m
+        m0 = (m_start + it % n_m) * BLOCK_M
+    return head, m0
+
+
+@gluon.jit
 def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm,
                   stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob,
                   stride_dom, stride_lb, stride_lh):
@@ -147,8 +162,7 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
         for it in range(group * n_m):
             slot = (step + it) % STAGES
             phase = ((step + it) // STAGES) & 1
-            head = h_k * group + it // n_m
-            m0 = (m_start + it % n_m) * BLOCK_M
+            head, m0 = _step_rows(h_k, group, n_m, m_start, it, BLOCK_M)
             mbarrier.wait(empty.index(slot), phase ^ 1)  # a fresh barrier passes phase 1
             mbarrier.expect(ready.index(slot), 2 * BLOCK_M * HEAD_DIM * 2)
             tma.async_copy_global_to_shared(q_desc, [b, m0, head * HEAD_DIM], ready.index(slot),
@@ -290,8 +304,7 @@ def _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile, dk, dv, step, 
     b, nheads, h_k, group, n_m, m_start, n_qb, part = tile
     s = step + it
     slot = s % STAGES
-    head = h_k * group + it // n_m
-    m0 = (m_start + it % n_m) * BLOCK_M
+    head, m0 = _step_rows(h_k, group, n_m, m_start, it, BLOCK_M)
     offs_m = m0 + cols_m
     q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
     do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
