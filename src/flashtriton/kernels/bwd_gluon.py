@@ -101,6 +101,24 @@ def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.co
 
 
 @gluon.jit
+def _ring(s, N: gl.constexpr, BITS: gl.constexpr):
+    """Position ``s`` (a count of steps, at least -N) in a ring of N slots: its slot, s mod N,
+    and the phase of its barrier, the parity of s // N. With ``BITS`` and a power-of-two N by
+    bit operations: the compiler cannot know s >= 0, and a signed % or // costs three or four
+    integer instructions, on every step of every warp. (At head dim 64 ptxas then moves the
+    step's descriptor arithmetic from the uniform registers to the vector ones, 828 -> 910
+    instructions a loop: callers pass BITS = HEAD_DIM > 64; docs/perf-log.md, session 34.)"""
+    if BITS and (N & (N - 1)) == 0:
+        SHIFT: gl.constexpr = (N > 1) + (N > 2) + (N > 4) + (N > 8)
+        slot = s & (N - 1)
+        phase = (s >> SHIFT) & 1
+    else:
+        slot = (s + N) % N
+        phase = (s // N) & 1
+    return slot, phase
+
+
+@gluon.jit
 def _step_rows(h_k, group, n_m, m_start, it, BLOCK_M: gl.constexpr):
     """Step ``it`` of a tile: its query head and first row. A tile's steps walk the group's
     query heads, n_m query blocks each; without grouping the launch passes group as the
@@ -160,8 +178,7 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
                                              reverse, BLOCK_M, KV_PARTS * BLOCK_N)
         l_base = b.to(gl.int64) * stride_lb
         for it in range(group * n_m):
-            slot = (step + it) % STAGES
-            phase = ((step + it) // STAGES) & 1
+            slot, phase = _ring(step + it, STAGES, HEAD_DIM > 64)
             head, m0 = _step_rows(h_k, group, n_m, m_start, it, BLOCK_M)
             mbarrier.wait(empty.index(slot), phase ^ 1)  # a fresh barrier passes phase 1
             mbarrier.expect(ready.index(slot), 2 * BLOCK_M * HEAD_DIM * 2)
@@ -205,10 +222,12 @@ def _dq_product(ds_smem, bars, k_both, k_s, zero_dq, s, WG: gl.constexpr, wait,
     PARITIES: gl.constexpr = ds_smem.type.shape[0] // 2
     DQ_COLS: gl.constexpr = zero_dq.type.shape[1]
     BARRIERS: gl.constexpr = bars.type.shape[0]
-    par = (s + PARITIES) % PARITIES  # s may be -1 (not waited for): a valid buffer still
+    BITS: gl.constexpr = k_s.type.shape[1] > 64  # the head dim (see _ring)
+    par, _ = _ring(s, PARITIES, BITS)  # s may be -1 (not waited for): a valid buffer still
     buf = par * 2
     if BOTH:
-        mbarrier.wait(bars.index((s + BARRIERS) % BARRIERS), (s // BARRIERS) & 1, pred=wait)
+        bar, phase = _ring(s, BARRIERS, BITS)
+        mbarrier.wait(bars.index(bar), phase, pred=wait)
         if DQ_COLS < k_s.type.shape[1]:
             k0 = k_both[0].slice(WG * DQ_COLS, DQ_COLS, dim=1)
             k1 = k_both[1].slice(WG * DQ_COLS, DQ_COLS, dim=1)
@@ -303,12 +322,13 @@ def _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile, dk, dv, step, 
     PARTS: gl.constexpr = HEAD_DIM // DQ_COLS
     b, nheads, h_k, group, n_m, m_start, n_qb, part = tile
     s = step + it
-    slot = s % STAGES
+    slot, phase = _ring(s, STAGES, HEAD_DIM > 64)
+    par, _ = _ring(s, PARITIES, HEAD_DIM > 64)
     head, m0 = _step_rows(h_k, group, n_m, m_start, it, BLOCK_M)
     offs_m = m0 + cols_m
     q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
     do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
-    mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
+    mbarrier.wait(ready.index(slot), phase)
     st = warpgroup_mma(k_a, q_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
     dpt = warpgroup_mma(v_a, do_s.permute((1, 0)), zero_st, use_acc=False, is_async=True)
     st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
@@ -324,10 +344,10 @@ def _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile, dk, dv, step, 
     delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
     dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
     # dSᵀ tiles: PARITIES buffers of both warpgroups' [BLOCK_N, BLOCK_M], by step
-    buf = (s % PARITIES) * 2
+    buf = par * 2
     ds_smem.index(buf + WG).store(dst)
     if not DEFER_DQ:  # this step's dQ product reads it
-        _publish_ds(dq_bars, s % PARITIES, SPLIT_DQ and not DQ_ON_EMPTY)
+        _publish_ds(dq_bars, par, SPLIT_DQ and not DQ_ON_EMPTY)
     dk = warpgroup_mma(gl.convert_layout(dst, op_layout), q_s, dk, is_async=True)
     # dQ of the previous step with DEFER_DQ (a tile's first step has none: its product, on a
     # stale dSᵀ buffer no one writes before this step ends, is dropped, since an MMA in flight
@@ -338,7 +358,7 @@ def _bwd_step(staged, ds_smem, dq_bars, dq_desc, dq_s, ops, tile, dk, dv, step, 
         # the next step's dQ product is the first to read this step's dSᵀ: its fence waits for
         # the stores while the products run (before them it held a d64 consumer ~7% of its
         # samples; moved here, d64 +1.8-2.4% from 4k keys: perf-log sessions 20 and 21)
-        _publish_ds(dq_bars, s % PARITIES, not DQ_ON_EMPTY)
+        _publish_ds(dq_bars, par, not DQ_ON_EMPTY)
     else:
         dq = _dq_product(ds_smem, dq_bars, k_both, k_s, zero_dq, s, WG, True, BOTH)
     if DQ_HERE:
