@@ -355,6 +355,11 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # ranges across zero), so three stay.
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
+# Session 35 changed the kernel under the d64 and d128 configs above, not the configs: a step
+# finds its rows without an integer division, and from d128 the rings' slots and phases come
+# from bit operations. Its in-process A/B against 3c40471 (2026-12-01-s35-ab-bwd-ring-bits-
+# *.json, two runs of 6 paired rounds): +0.6% to +4.6% in all twelve d64/d128 rows, d128 16k
+# 555.5 562.1 -> 577.8 573.2, d64 16k causal 480.9 483.1 -> 487.4 494.7. Not re-swept since.
 # d128 causal below FEW_KEYS_BWD_BELOW keys: dQ not deferred. Session 17's three runs of the
 # sweep bwd-d128c-empty (2026-11-30-s17-tune-bwd-d128c-empty-run{1,2,3}.json; bf16, TFLOP/s;
 # not deferred / deferred / deferred on `empty`; cuDNN): persistent 1k 314.5 317.6 318.1 /
