@@ -39,8 +39,11 @@ def parse_space(spec: str) -> list[KernelConfig]:
     configs = []
     for part in spec.split("|"):
         blocks, warps, stages, loads = part.split(";")
-        for bl, w, st, ld in itertools.product(blocks.split(","), warps.split(","),
-                                               stages.split(","), loads.split(",")):
+        for bl, w, st, token in itertools.product(blocks.split(","), warps.split(","),
+                                                  stages.split(","), loads.split(",")):
+            ld, _, order = token.partition("@")  # "@greedy[N]": tile_order
+            if order and not order.startswith("greedy"):
+                raise SystemExit(f"tune.py: {token!r}: after '@' only greedy or greedyN")
             if ld not in LOADS:
                 raise SystemExit(f"tune.py: unknown loads token {ld!r} (one of {', '.join(LOADS)})")
             bm, bn = bl.split(":")
@@ -51,8 +54,8 @@ def parse_space(spec: str) -> list[KernelConfig]:
                 gluon=ld.startswith("gluon"), pingpong=ld in ("gluonpp", "gluonpppers"),
                 split_dq=ld.startswith("gluonsplit"), defer_dq="defer" in ld,
                 dq_on_empty="empty" in ld, dq_alternate="alt" in ld, persistent="pers" in ld,
-                tile_order=("row" if ld.endswith("row") else
-                            "head" if ld.endswith("head") else None)))
+                tile_order=(order or ("row" if ld.endswith("row") else
+                                      "head" if ld.endswith("head") else None))))
     return configs
 
 
@@ -90,7 +93,8 @@ def main():
     # gluonsplitpers = the backward's split-dQ kernel, persistent; gluonsplitdefer[pers] = the
     # same with each step's dQ product deferred to the next step; gluonsplitdeferempty[pers] =
     # that product waiting on the Q/dO ring's empty barriers; gluonpershead / gluonpersrow =
-    # the persistent forward with its causal tiles listed head- or row-block-major;
+    # the persistent forward with its causal tiles listed head- or row-block-major (any
+    # persistent token + "@greedy" or "@greedyN": kernels/schedule.py's host-made table);
     # gluonsep[pers] = the head-dim-256 Gluon dK/dV kernel, then its Gluon dQ kernel, both
     # persistent with pers)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
@@ -190,6 +194,7 @@ def main():
                f"{' dqtma' if best['dq_tma'] else ''}{' gluon' if best.get('gluon') else ''}"
                f"{' split' if best.get('split_dq') else ''}{' pp' if best.get('pingpong') else ''}"
                f"{' pers' if best.get('persistent') else ''}"
+               f"{' ' + best['tile_order'] if best.get('tile_order') else ''}"
                if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
               f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")

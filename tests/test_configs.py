@@ -65,9 +65,11 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
         assert cfg.num_stages == 2, seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
-        # d64 without a mask stays persistent at every length (session 28)
-        persistent = (head_dim, causal) == (64, False)
+        # d64 without a mask stays persistent at every length (session 28), and causal calls,
+        # their tiles from a host-made table (session 36)
+        persistent = (head_dim, causal) == (64, False) or causal
         assert cfg.gluon and cfg.split_dq and cfg.persistent == persistent, seqlen_k
+        assert cfg.tile_order == ("greedy" if causal else None), seqlen_k
         assert cfg.defer_dq, seqlen_k
         assert cfg.dq_on_empty, seqlen_k
         assert cfg.num_stages == (3 if (head_dim, causal) == (64, True) else 2), seqlen_k

@@ -118,6 +118,17 @@ CASES += [
     case(2, 2049, 2049, 24, 24, 64, True, BF16, (*PERS, "head")),
     case(1, 3000, 3000, 16, 16, 128, True, BF16, PPPERS),  # the model picks row-major on 132 SMs
 ]
+# the host-made table of each program's tiles (kernels/schedule.py, greedy_table): groups the
+# model chooses or named, two and three consumers, a single tile, GQA with the diagonal shifted
+# both ways (rows that see no key), fp16; and a non-causal call, which keeps its plain order
+CASES += [
+    case(4, 1000, 1000, 32, 32, 64, True, BF16, (*PPPERS, "greedy")),
+    case(3, 777, 901, 16, 4, 64, True, F16, (*C3PPPERS, "greedy")),
+    case(1, 1, 1, 2, 2, 64, True, BF16, (*PPPERS, "greedy")),
+    case(2, 129, 65, 40, 20, 128, True, BF16, (*PPPERS, "greedy2")),
+    case(2, 2049, 2049, 24, 24, 128, True, F16, (*PPPERS, "greedy16")),
+    case(2, 1000, 1000, 8, 8, 64, False, BF16, (*PPPERS, "greedy")),
+]
 
 # head dim 256: two consumers, one program per tile; with ping-pong (as shipped) and
 # without, 64-key tiles in two slots or 32-key ones in three (Q, K and V must fit in shared

@@ -145,6 +145,36 @@ def test_gluon_backward_dq_alternate(monkeypatch, b, sq, sk, h, hk, d, causal, d
              persistent=persistent, defer_dq=True, dq_on_empty=True, dq_alternate=True)
 
 
+# persistent with each program's tiles from a host-made table (kernels/schedule.py,
+# greedy_table): the shipped flags of each head dim (d64 with the alternating dQ), the group
+# the model chooses or named, causal or not, GQA (a tile's steps over a group's heads)
+@pytest.mark.parametrize("order", ["greedy", "greedy2"])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", PERSISTENT_CASES)
+def test_gluon_backward_greedy_table(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, order):
+    run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, split_dq=True, persistent=True,
+             defer_dq=True, dq_on_empty=True, dq_alternate=d == 64, tile_order=order)
+
+
+def test_gluon_backward_tile_order_refused():
+    """A table needs a persistent launch; the head-dim-256 backward lists its tiles one way."""
+    from flashtriton.kernels.bwd import attn_bwd
+    from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
+
+    q, k, v = (randn(1, 64, 2, 128, dtype=BF16) for _ in range(3))
+    lse = torch.zeros(1, 2, 64, device=q.device)
+    params = make_params(128, causal=True)
+    with pytest.raises(ValueError, match="persistent"):
+        attn_bwd_gluon(q, q, k, v, lse, lse, params, split_dq=True, tile_order="greedy")
+    with pytest.raises(ValueError, match="greedy"):
+        attn_bwd_gluon(q, q, k, v, lse, lse, params, split_dq=True, persistent=True,
+                       tile_order="greedy0")
+    q, k, v = (randn(1, 64, 2, 256, dtype=BF16) for _ in range(3))
+    cfg = KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,
+                       tile_order="greedy")
+    with pytest.raises(ValueError, match="head-dim-256"):
+        attn_bwd(q, q, k, v, q, lse, make_params(256, causal=True), config=cfg)
+
+
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
 # one 64-key tile and exchange Pᵀ and dSᵀ; then dQ by kernels/bwd_gluon_d256_dq.py's kernel,
 # whose consumers split dQ's columns and exchange dS. The shipped config (persistent below
@@ -215,7 +245,7 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
 
     def spy(*args, **kw):
         calls.append((kw.get("split_dq"), kw.get("persistent"), kw.get("defer_dq"),
-                      kw.get("dq_on_empty")))
+                      kw.get("dq_on_empty"), kw.get("tile_order")))
         return real_launch(*args, **kw)
 
     monkeypatch.setattr(bwd, "attn_bwd_gluon", spy)
@@ -224,18 +254,21 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
         # barriers) but at d128 causal
         q, k, v = (randn(1, 300, 2, d, dtype=BF16, requires_grad=True) for _ in range(3))
         flash_attn_func(q, k, v, causal=True).sum().backward()
-        assert calls[-1] == (True, True, d == 64, d == 64), f"d{d}: the Gluon backward did not " \
-            "run as configured"
+        assert calls[-1] == (True, True, d == 64, d == 64, "greedy"), f"d{d}: the Gluon " \
+            "backward did not run as configured"
     q, k, v = (randn(1, 2048, 1, 128, dtype=BF16, requires_grad=True) for _ in range(3))
     flash_attn_func(q, k, v, causal=True).sum().backward()  # d128 causal from 2048 keys
-    assert calls[-1] == (True, True, True, True)
+    assert calls[-1] == (True, True, True, True, "greedy")
     q, k, v = (randn(1, 8192, 1, 64, dtype=BF16, requires_grad=True) for _ in range(3))
-    # from PERSISTENT_BWD_BELOW keys one program per tile (d64 without a mask: still persistent)
+    # from PERSISTENT_BWD_BELOW keys causal calls stay persistent, their tiles from a table
     flash_attn_func(q, k, v, causal=True).sum().backward()
-    assert calls[-1] == (True, False, True, True)
+    assert calls[-1] == (True, True, True, True, "greedy")
+    q, k, v = (randn(1, 8192, 1, 128, dtype=BF16, requires_grad=True) for _ in range(3))
+    flash_attn_func(q, k, v).sum().backward()  # d128 without a mask: one program per tile
+    assert calls[-1] == (True, False, True, True, None)
     q, k, v = (randn(1, 300, 2, 128, dtype=BF16, requires_grad=True) for _ in range(3))
     flash_attn_func(q, k, v).sum().backward()  # d128 without a mask: its dQ waits on `empty`
-    assert calls[-1] == (True, True, True, True)
+    assert calls[-1] == (True, True, True, True, None)
     n = len(calls)
     q, k, v = (randn(1, 300, 2, 128, dtype=BF16) for _ in range(3))
     params = make_params(128, causal=True, deterministic=True)

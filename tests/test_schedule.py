@@ -85,3 +85,78 @@ def test_d256_dq_tiles_listed_head_by_head():
             schedule.HEAD_MAJOR, seqlen
     # 320 rows on 64 heads: the head-major snake balances worse (a GPU test's case)
     assert dq_tile_order(True, True, 320, 320, 0, 64, 64, 64, 132) == schedule.ROW_MAJOR
+
+
+def walk_table(table, programs, per_head):
+    """What each program of a ``GREEDY`` launch runs, read off the table as the kernel reads it
+    (``fwd_gluon._table_range``): program p's tile ids and its summed cost."""
+    starts = table[:programs + 1]
+    runs = [table[programs + 1 + starts[p]:programs + 1 + starts[p + 1]].tolist()
+            for p in range(programs)]
+    n = len(per_head)
+    loads = [sum(per_head[t % n] for t in run) for run in runs]
+    return runs, loads
+
+
+@pytest.mark.parametrize("per_head,heads,programs,group", [
+    ((9.0, 7.0, 5.0, 3.0, 1.0), 7, 4, 0),  # more tiles than programs, the model's group
+    ((9.0, 7.0, 5.0, 3.0, 1.0), 7, 4, 2),
+    ((4.0,), 3, 132, 0),                     # fewer tiles than programs: some run none
+    ((2.0, 2.0, 2.0), 5, 2, 16),             # a group larger than the heads
+])
+def test_greedy_table_runs_every_tile_once(per_head, heads, programs, group):
+    table, g, bal = schedule.greedy_table(per_head, heads, programs, group)
+    assert table.dtype == np.int32 and table[0] == 0
+    runs, loads = walk_table(table, programs, per_head)
+    ids = sorted(t for run in runs for t in run)
+    assert ids == list(range(len(per_head) * heads))
+    assert g == group or (group == 0 and g in schedule.GREEDY_GROUPS)
+    assert bal == pytest.approx(np.mean(loads) / max(loads))
+
+
+def test_greedy_table_lists_groups_of_heads_longest_first():
+    # two heads a group, their tiles longest first across both: head 0's and head 1's first
+    # tile, then their second ones; then the next group's
+    order = schedule.grouped_order(np.array([3.0, 2.0, 1.0]), 3, 2)
+    assert order.tolist() == [0, 3, 1, 4, 2, 5, 6, 7, 8]
+    # every program takes the tile list in order, the next tile to the least loaded program
+    table, _, _ = schedule.greedy_table((3.0, 2.0, 1.0), 3, 2, 2)
+    runs, loads = walk_table(table, 2, (3.0, 2.0, 1.0))
+    assert runs == [[0, 1, 2, 6], [3, 4, 5, 7, 8]] and loads == [9.0, 9.0]
+
+
+@pytest.mark.parametrize("seqlen,heads,rows,snake_below", [
+    (4096, 32, 128, 0.975),   # the d64 forward at 4k: the snake's 0.970, the table's 0.99+
+    (1024, 512, 128, 0.975),  # d64 at 1k: 0.970, 0.98+
+])
+def test_greedy_table_balances_the_bench_grid_better_than_the_snake(seqlen, heads, rows,
+                                                                    snake_below):
+    per_head = schedule.causal_tile_costs(seqlen, seqlen, 0, rows, 128)
+    snake = schedule.balance(np.tile(per_head, heads), 132)
+    _, g, bal = schedule.greedy_table(tuple(per_head), heads, 132)
+    assert snake < snake_below < 0.98 < bal
+    # the d128 backward at 16k (persistent: the snake balances it to 0.68)
+    per_head = schedule.bwd_tile_costs(16384, 16384, 0, 64, 128, 1, True)
+    assert per_head[0] == 256 + 2 and per_head[-1] == 2 + 2
+    assert schedule.greedy_table(tuple(per_head), 16, 132)[2] > 0.99
+
+
+def test_bwd_tile_costs_count_the_steps_of_each_tile():
+    # 300 queries, 64-row steps (5 a head), 128-key tiles, two query heads a key head: not
+    # causal every tile walks all 10; causal with the diagonal shifted by 100 keys (seqlen_k
+    # 400), tile 1 (keys 128..255) starts at query row 28 (step 0), tile 2 (256..383) at row
+    # 156 (step 2), tile 3 (384..) at row 284 (step 4)
+    assert schedule.bwd_tile_costs(300, 400, 100, 64, 128, 2, False, 0).tolist() == [10] * 4
+    assert schedule.bwd_tile_costs(300, 400, 100, 64, 128, 2, True, 0).tolist() == [10, 10, 6, 2]
+
+
+@pytest.mark.parametrize("order,want", [(None, None), ("row", None), ("greedy", 0),
+                                        ("greedy4", 4)])
+def test_greedy_group_reads_the_tile_order(order, want):
+    assert schedule.greedy_group(order) == want
+
+
+@pytest.mark.parametrize("order", ["greedy0", "greedyx", "greedy-2"])
+def test_greedy_group_refuses_malformed_orders(order):
+    with pytest.raises(ValueError, match="greedyN"):
+        schedule.greedy_group(order)

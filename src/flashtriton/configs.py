@@ -100,7 +100,9 @@ class KernelConfig:
     #                             step's whole dQ product instead of half its columns each
     persistent: bool = False  # Gluon forward: one program per SM walks the tiles
     tile_order: str | None = None  # Gluon persistent causal forward: "head" / "row" major tile
-    #                               list; None: the launcher's balance model chooses
+    #                               list; both directions at head dim 64/128, persistent:
+    #                               "greedy[N]", a host-made table of each program's tiles
+    #                               (kernels/schedule.py); None: the launcher's default
 
 
 # Every sweep named below was timed with do_bench's 25 ms warm-up, before session 9 found that
@@ -143,9 +145,11 @@ _FWD = {
 PERSISTENT_FWD_BELOW = 16384
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
-    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
+    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True,
+                             tile_order="greedy"),
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
-    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
+    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True,
+                              tile_order="greedy"),
     # head dim 256: two consumers of 64 rows against 64-key tiles (Q, K and V take 196,608
     # bytes of shared memory); one program per tile: no spills, no serialized warpgroup MMAs.
     # Session 17:
@@ -161,7 +165,8 @@ _FWD_GLUON = {
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
-_FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUON.items()}
+_FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
+                   for key, cfg in _FWD_GLUON.items()}
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
 # against one program per tile 393.1 at 8k, 441.9 against 427.8 at 16k:
 # 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); from there it takes three consumers,
@@ -194,7 +199,8 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _FWD_GLUO
 # 1k +0.6%, 2k -0.4%. Taken.
 THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 8192}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
-                                                persistent=True)
+                                                persistent=True,
+                                                tile_order="greedy" if causal else None)
                     for causal in (False, True)}
 # float8_e4m3fn forward, d128 (V read keys-contiguous): 2026-11-29-tune-fwd-fp8.json (666 / 595
 # again in a second run). Other head dims use the 16-bit table.
@@ -293,11 +299,12 @@ _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               dq_on_empty=True, dq_alternate=True, persistent=True),
     (64, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                             dq_on_empty=True, dq_alternate=True, persistent=True),
+                             dq_on_empty=True, dq_alternate=True, persistent=True,
+                             tile_order="greedy"),
     (128, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                                dq_on_empty=True, persistent=True),
     (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
-                              dq_on_empty=True, persistent=True),
+                              dq_on_empty=True, persistent=True, tile_order="greedy"),
     # head dim 256 (written in session 17, first run in session 18): kernels/bwd_gluon_d256.py's
     # dK/dV kernel, the two consumers splitting the head dim over one 64-key tile, 64-query
     # steps in two-slot rings (231,896 bytes of shared memory, 140 bytes of spills); then the
@@ -318,7 +325,9 @@ _BWD_GLUON = {
     (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
 }
-_BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUON.items()}
+_BWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
+                   for key, cfg in _BWD_GLUON.items()}
+_BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
 # 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
@@ -354,7 +363,7 @@ _BWD_GLUON_LONG = {key: replace(cfg, persistent=False) for key, cfg in _BWD_GLUO
 # 8k causal 441.1 438.5 -> 441.5 444.9, 16k 490.0 489.7 -> 487.7 491.4 (-0.1% each, the paired
 # ranges across zero), so three stay.
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
-_BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, persistent=False)
+_BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3)
 # Session 35 changed the kernel under the d64 and d128 configs above, not the configs: a step
 # finds its rows without an integer division, and from d128 the rings' slots and phases come
 # from bit operations. Its in-process A/B against 3c40471 (2026-12-01-s35-ab-bwd-ring-bits-
@@ -373,7 +382,8 @@ _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3, pers
 # on both sides, 264.5 278.6 -> 295.4 295.5: the A/B's spread at 1k).
 FEW_KEYS_BWD_BELOW = 2048
 _BWD_GLUON_FEW_KEYS = {
-    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True),
+    (128, True): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, persistent=True,
+                              tile_order="greedy"),
 }
 _INTERPRET = KernelConfig(16, 16, 4, 1)
 # Dropout's mask is drawn for 32 keys at a time: key blocks of 32 or more.

@@ -56,7 +56,8 @@ from flashtriton.configs import LOG2E
 from flashtriton.kernels.common import (cdiv, ensure_allocator, grid3, launch, num_sms,
                                         tma_ready)
 from flashtriton.kernels.dq_runs import dq_cast, dq_runs_numel
-from flashtriton.kernels.fwd_gluon import _snake, gluon_eligible
+from flashtriton.kernels.fwd_gluon import _snake, _table_range, _table_tile, gluon_eligible
+from flashtriton.kernels.schedule import bwd_tile_costs, device_table, greedy_group
 
 _empty = torch.empty
 try:  # the TMA reduction's builder call (Triton 3.6 has it; see _tma_add)
@@ -87,7 +88,8 @@ def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.co
     its dQ reductions spread over every head, measured 501.7 TFLOP/s at d128 16k causal with
     one tile per program, 221.1 at 1k; docs/perf-log.md, session 5). Causal (``reverse``), a head's longest tiles come
     first (key block 0 sees every query) and a persistent launch takes them in ``_snake``
-    order (one program per tile: the identity)."""
+    order (one program per tile: the identity). A launch with a table
+    (``fwd_gluon._table_range``) passes its tile ids with ``reverse`` 0."""
     idx = t
     if reverse:
         idx = _snake(t, total)
@@ -145,7 +147,7 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
     KV_PARTS·BLOCK_N keys: two BLOCK_N halves here, one block for kernels/bwd_gluon_d256.py."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
-    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table = schedule
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
@@ -173,7 +175,9 @@ def _bwd_producer(staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stri
     rows = gl.arange(0, BLOCK_M, layout=row_layout)
     step = 0  # ring position: runs on across tiles
     kv_count = 0  # tiles whose K and V were loaded
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
                                              reverse, BLOCK_M, KV_PARTS * BLOCK_N)
         l_base = b.to(gl.int64) * stride_lb
@@ -389,7 +393,7 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     step of Q and dO (see the module docstring); dK and dV written by TMA at the tile's end."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
-    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table = schedule
     (Q, DQ, DK, DV, ds_smem, dq_smem, ds_sync, qk_scale, scale_ds,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -463,7 +467,9 @@ def _bwd_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     zero_dq = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, layout=dq_layout)
     step = 0
     kv_count = 0
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
                                              reverse, BLOCK_M, 2 * BLOCK_N)
         keys0 = n0 + WG * BLOCK_N
@@ -534,7 +540,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
                  stride_vh, stride_dob, stride_dom,
                  stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                  stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
-                 scale_ds, reverse, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                 scale_ds, reverse, table, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                  SPLIT_DQ: gl.constexpr, DEFER_DQ: gl.constexpr, DQ_ON_EMPTY: gl.constexpr,
                  DQ_ALT: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
@@ -591,7 +597,7 @@ def _attn_bwd_ws(Q, K, V, DO, LSE, DELTA, DQ, DK, DV,
     # what the producer fills and the consumers read: the Q / dO ring with lse and δ, K and V
     staged = (q_smem, do_smem, lse_smem, delta_smem, ready, empty)
     kv = (k_smem, v_smem, kv_ready, kv_empty)
-    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse)
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table)
     loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
@@ -633,12 +639,20 @@ def launch_geometry(params, seqlen_q: int, seqlen_k: int, tiles: int, num_warps:
     return causal, shift, maxnreg, grid
 
 
-def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool):
+def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool,
+                 block_m: int = 64, tile_order: str | None = None):
     """What the Gluon backward launchers (this one's and kernels/bwd_gluon_d256.py's) share:
     empty dk and dv, the grid (a program per tile of ``tile_keys`` keys of a key head, or one
-    per SM), the arguments after the tensors (strides, then the sizes and scales), whether the
-    mask is causal, and the register cap for two consumer warpgroups of ``num_warps`` warps
-    beside the producer's four."""
+    per SM), the arguments after the tensors (strides, then the sizes and scales, the tile
+    order and its table), whether the mask is causal, and the register cap for two consumer
+    warpgroups of ``num_warps`` warps beside the producer's four. ``tile_order`` "greedy" or
+    "greedyN" (persistent only): each program's tiles from a table made on the host
+    (``schedule.greedy_table``, tiles of ``block_m``-row steps); None: causal tiles longest
+    first, a persistent launch in ``_snake`` order."""
+    group_size = greedy_group(tile_order)
+    if tile_order is not None and (group_size is None or not persistent):
+        raise ValueError(f"tile_order={tile_order!r}: the backward takes None, or 'greedy' / "
+                         "'greedyN' with a persistent launch")
     batch, seqlen_q, nheads, _ = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)
@@ -648,15 +662,23 @@ def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persi
         persistent, q.device)
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *dk.stride()[:3], *dv.stride()[:3], *lse.stride()[:2])
+    order, table = (1 if causal else 0), 0  # (an integer: no table)
+    if group_size is not None:
+        order = 0  # the table lists the tiles in the order they run
+        group = nheads // nheads_k
+        table = device_table(bwd_tile_costs(seqlen_q, seqlen_k, shift, block_m, tile_keys,
+                                            group, causal), batch * nheads_k, grid[0],
+                             group_size, q.device)
     rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-            params.softmax_scale * LOG2E, params.softmax_scale, 1 if causal else 0)
+            params.softmax_scale * LOG2E, params.softmax_scale, order, table)
     return dk, dv, grid, rest, causal, maxnreg
 
 
 def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: int = 128,
                    num_warps: int = 4, num_stages: int = 2, split_dq: bool = False,
                    persistent: bool = False, defer_dq: bool = False, dq_on_empty: bool = False,
-                   dq_alternate: bool = False, dq=None, record=None):
+                   dq_alternate: bool = False, tile_order: str | None = None, dq=None,
+                   record=None):
     """Launch the Gluon dK/dV kernel with dQ added by TMA reductions (see
     :func:`gluon_bwd_eligible`); ``delta`` is the preprocessed rowsum(dO ∘ O) (less dlse).
     ``split_dq``: the consumers share dS and each computes half of dQ's columns;
@@ -667,7 +689,7 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
     barriers of its own (one arrival fewer per step); ``dq_alternate`` (deferred on ``empty``
     only): the warpgroups take turns, step by step, at the whole of a step's dQ product
     instead of each taking half its columns every step (the product reads dS once instead of
-    twice, in wider products). ``dq``: the float32
+    twice, in wider products). ``tile_order``: ``launch_setup``'s. ``dq``: the float32
     accumulator in runs (``dq_runs_numel`` values, see ``_dq_add``), already zeroed
     (``kernels.bwd`` zeroes it in its preprocess launch); by default a fresh zeroed one.
     ``record``: a list to append two launches to, each as its cached entry, its grid and the
@@ -698,7 +720,8 @@ def attn_bwd_gluon(do, q, k, v, delta, lse, params, block_m: int = 64, block_n: 
         raise ValueError(f"attn_bwd_gluon: dq must be a contiguous float32 tensor of {numel} "
                          f"values (dq_runs_numel), got {dq.dtype} {tuple(dq.shape)}")
     dk, dv, grid, rest, causal, maxnreg = launch_setup(do, q, k, v, lse, params, block_n,
-                                                       num_warps, persistent)
+                                                       num_warps, persistent, block_m,
+                                                       tile_order)
     entry = launch(_attn_bwd_ws, grid, q, k, v, do, lse, delta, dq, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n // 2, STAGES=num_stages,
                    CAUSAL=causal, SPLIT_DQ=split_dq, DEFER_DQ=defer_dq,

@@ -36,6 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from flashtriton.kernels.bwd_gluon import (_bwd_producer, _bwd_tile, _store_tile,
                                            launch_setup)
+from flashtriton.kernels.fwd_gluon import _table_range, _table_tile
 from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 
@@ -66,7 +67,7 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     columns against every step of Q and dO (see the module docstring)."""
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
-    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table = schedule
     (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale, scale_ds,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
@@ -103,7 +104,9 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     step = 0
     kv_count = 0
     syncs = 0  # uses of tile_sync
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h_k, n0, m_start, n_m = _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total,
                                              reverse, BLOCK_M, BLOCK_N)
         offs_n = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout))
@@ -176,7 +179,7 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
                       stride_vn, stride_vh, stride_dob, stride_dom,
                       stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                       stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                      qk_scale, scale_ds, reverse, HEAD_DIM: gl.constexpr,
+                      qk_scale, scale_ds, reverse, table, HEAD_DIM: gl.constexpr,
                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                       CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
     """Tiles of BLOCK_N keys of a key head (see the module docstring), in
@@ -219,7 +222,7 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
 
     staged = (q_smem, do_smem, lse_smem, delta_smem, ready, empty)
     kv = (k_smem, v_smem, kv_ready, kv_empty)
-    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse)
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table)
     loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)

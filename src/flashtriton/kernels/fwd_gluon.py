@@ -30,7 +30,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from flashtriton.configs import LOG2E
-from flashtriton.kernels.schedule import HEAD_MAJOR, ROW_MAJOR, causal_fwd_order
+from flashtriton.kernels.schedule import (HEAD_MAJOR, ROW_MAJOR, causal_fwd_order,
+                                          causal_tile_costs, device_table, greedy_group)
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
@@ -246,7 +247,7 @@ def _snake(t, total):
 
 @gluon.jit
 def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
-               BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr):
+               BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr, FROM_TABLE: gl.constexpr = False):
     """Tile ``t`` of the persistent forward (and of the d256 backward's dQ kernel, whose
     tiles are rows too): (batch, head, key head, first row, key tiles).
     ``order`` 0 (not causal): head by head, a head's row blocks in order, so the programs
@@ -255,10 +256,12 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
     measured 391 TFLOP/s at d128 1k causal against 342.1 row-major, docs/perf-log.md, session
     5) or row block by row block across the heads (2, ``ROW_MAJOR``: balanced where the
     head-major list's rounds do not line up with the heads; the launcher chooses,
-    ``causal_fwd_order``, kernels/schedule.py)."""
+    ``causal_fwd_order``, kernels/schedule.py). ``FROM_TABLE``: ``t`` is already a
+    head-major tile id, from the launch's table (``_table_range``; ``order`` 1)."""
     idx = t
-    if order > 0:
-        idx = _snake(t, total)
+    if not FROM_TABLE:
+        if order > 0:
+            idx = _snake(t, total)
     if order == 2:
         heads_total = total // n_m
         bh = idx % heads_total
@@ -276,6 +279,36 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
 
 
 @gluon.jit
+def _table_range(table, total):
+    """A persistent program's walk over its tiles: ``for e in range(lo, hi, stride)``, then
+    ``_table_tile(table, e)``. ``table`` a pointer (tile_order "greedy[N]", kernels/schedule.py,
+    ``greedy_table``): entries ``starts[p]`` up to ``starts[p + 1]`` of the tile ids that follow
+    the programs + 1 starts, those the host assigned to program p; an integer (a launch without
+    a table, which then compiles as if it had no such argument): t = p, p + programs, … below
+    ``total``."""
+    pid = gl.program_id(0)
+    if table.dtype.is_ptr():
+        lo = gl.load(table + pid)
+        hi = gl.load(table + pid + 1)
+        stride: gl.constexpr = 1
+    else:
+        lo = pid
+        hi = total
+        stride = gl.num_programs(0)
+    return lo, hi, stride
+
+
+@gluon.jit
+def _table_tile(table, e):
+    """Entry ``e`` of ``_table_range``'s walk: the tile id."""
+    if table.dtype.is_ptr():
+        t = gl.load(table + gl.num_programs(0) + 1 + e)
+    else:
+        t = e
+    return t
+
+
+@gluon.jit
 def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
                    stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh):
     """Persistent forward, the default partition: for each of the program's tiles, every
@@ -283,7 +316,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     one set of rank-4 descriptors over (batch, seqlen, heads, head_dim) serves every tile."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order, table = schedule
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -304,9 +337,12 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
     kv = 0  # K/V tiles issued so far: the rings' slots and phases run on across tiles
     local = 0
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            order, CONSUMERS * BLOCK_M, BLOCK_N)
+                                            order, CONSUMERS * BLOCK_M, BLOCK_N,
+                                            table.dtype.is_ptr())
         for w in gl.static_range(CONSUMERS):
             mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
             mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
@@ -339,7 +375,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     (``one_softmax_path``); ``ones``: ``_attend_tile``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, order = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order, table = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
      stride_lh, ONE_PATH, ones) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -365,9 +401,12 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     _first_turn(turn, WG)
     kv = 0
     local = 0
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            order, CONSUMERS * BLOCK_M, BLOCK_N)
+                                            order, CONSUMERS * BLOCK_M, BLOCK_N,
+                                            table.dtype.is_ptr())
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
@@ -416,7 +455,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
                          stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                         qk_scale, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                         qk_scale, order, table, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
                          CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr,
@@ -451,7 +490,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     queue = (q_smem, q_bar, q_empty)
-    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, order)
+    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, order, table)
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
@@ -515,7 +554,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     consumers, since Q, K and V alone take most of the shared memory there; persistent, O
     leaves through Q's buffers). ``persistent``: one
     program per SM walks the tiles (``_attn_fwd_persistent``); causal, in the order
-    ``tile_order`` names ("head" or "row" major, see kernels/schedule.py), by default the one
+    ``tile_order`` names ("head" or "row" major, see kernels/schedule.py; "greedy" or
+    "greedyN": a table of each program's tiles made on the host, ``schedule.greedy_table``, in
+    head groups of N or of the size its model chooses), by default the one
     ``causal_fwd_order`` models as balanced. ``plan_key``: store this call's launch as a plan
     under that key (``common.plan_key``; the caller checks that the call is plain enough).
     ``rowsum_mma``: the softmax's row sums by the tensor cores (``_attend_tile``), by default at
@@ -536,8 +577,10 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     elif rowsum_mma and d == 256:
         raise ValueError("attn_fwd_gluon: rowsum_mma at head dim 256 is not built (its "
                          "persistent kernel spills already; never tested)")
-    if tile_order not in (None, "head", "row"):
-        raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row' or None")
+    group_size = greedy_group(tile_order)
+    if tile_order not in (None, "head", "row") and group_size is None:
+        raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row', "
+                         "'greedy[N]' or None")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -556,14 +599,18 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
         programs = max(1, min(tiles, num_sms(q.device)))
-        order = 0
-        if causal:
+        order, table = 0, 0  # (an integer: no table)
+        if causal and group_size is not None:
+            order = HEAD_MAJOR  # the table's ids are head-major
+            table = device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n),
+                                 batch * nheads, programs, group_size, q.device)
+        elif causal:
             order = (causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads, block_m,
                                       block_n, programs)
                      if tile_order is None else ROW_MAJOR if tile_order == "row" else HEAD_MAJOR)
         kernel, grid = _attn_fwd_persistent, (programs,)
         rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-                params.softmax_scale * LOG2E, order)
+                params.softmax_scale * LOG2E, order, table)
         meta["ONE_PATH"] = one_softmax_path(d, consumers, causal, seqlen_k)
     else:
         kernel, grid = _attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads)

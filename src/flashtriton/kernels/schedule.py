@@ -23,8 +23,10 @@ their diagonal as the forward's are, lists its tiles with the same function and 
 from __future__ import annotations
 
 import functools
+import heapq
 
 import numpy as np
+import torch
 
 HEAD_MAJOR = 1
 ROW_MAJOR = 2
@@ -80,3 +82,113 @@ def causal_fwd_order(seqlen_q: int, seqlen_k: int, shift: int, heads: int, block
     if balance(row_major, programs) > balance(head_major, programs) * ROW_MAJOR_GAIN:
         return ROW_MAJOR
     return HEAD_MAJOR
+
+
+# ----------------------------------------------------------------------------- greedy tables
+# A greedy table: the host hands each tile to the program with the least modeled work so far, as the
+# hardware hands a one-program-per-tile grid's next program to the first free SM, but with the
+# whole list known in advance: heads in groups of ``group``, each group's tiles longest first
+# across its heads. Within a group the list is sorted by cost (longest-processing-time first), so
+# the last tiles, the shortest, fill the programs up evenly; across groups the programs running
+# together stay within a few heads (their K and V, or Q and dO, shared in L2). The kernel reads
+# its tiles from a table (``greedy_table``): program p runs entries starts[p] .. starts[p + 1]
+# - 1 in order. Modeled balance (scripts/schedule_model.py, one step of fixed cost a tile, 132
+# programs): d64 forward 4k 0.998 at groups of 4 (snake 0.970), 1k 0.987 at 16 (0.970); d128
+# backward 16k 0.998 at 2 (snake 0.678, one program per tile 0.993).
+GREEDY_GROUPS = (1, 2, 4, 8, 16)
+# the smallest group whose modeled balance is within this of the best group's is chosen
+GREEDY_SLACK = 0.003
+
+
+def greedy_loads(costs: np.ndarray, programs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each tile of ``costs`` (in list order) to the program with the least load so far (ties:
+    the lowest program). Returns (program of each tile, each program's load)."""
+    heap = [(0.0, p) for p in range(programs)]
+    owner = np.empty(len(costs), dtype=np.int64)
+    loads = np.zeros(programs)
+    for i, cost in enumerate(costs):
+        load, p = heapq.heappop(heap)
+        owner[i] = p
+        loads[p] = load + cost
+        heapq.heappush(heap, (load + cost, p))
+    return owner, loads
+
+
+def grouped_order(per_head: np.ndarray, heads: int, group: int) -> np.ndarray:
+    """Tile ids ``head · len(per_head) + rank`` (rank in ``per_head``, which is longest first)
+    listed by groups of ``group`` heads, each group's tiles longest first (heads in order
+    where costs tie)."""
+    n = len(per_head)
+    rank = np.argsort(-per_head, kind="stable")
+    out = []
+    for h0 in range(0, heads, group):
+        hs = np.arange(h0, min(h0 + group, heads))
+        out.append((hs[None, :] * n + rank[:, None]).reshape(-1))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def greedy_table(per_head: tuple, heads: int, programs: int, group: int = 0
+                 ) -> tuple[np.ndarray, int, float]:
+    """The table of a greedy launch (tile_order "greedy[N]") over ``heads`` heads whose tiles cost ``per_head`` each
+    (longest first): int32 [programs + 1 starts, then the tile ids], program p's tiles at
+    ``programs + 1 + starts[p]`` up to ``programs + 1 + starts[p + 1]``. ``group`` 0: the
+    smallest of ``GREEDY_GROUPS`` whose modeled balance is within ``GREEDY_SLACK`` of the best.
+    Returns (table, group, modeled balance)."""
+    if programs < 1 or heads < 1 or not per_head:
+        raise ValueError(f"greedy_table: {programs} programs, {heads} heads, "
+                         f"{len(per_head)} tiles a head")
+    costs = np.asarray(per_head, dtype=np.float64)
+    flat = np.tile(costs, heads)
+    plans = {}
+    for g in ([group] if group else [g for g in GREEDY_GROUPS if g <= heads] or [1]):
+        order = grouped_order(costs, heads, g)
+        owner, loads = greedy_loads(flat[order], programs)
+        plans[g] = (order, owner, float(loads.mean() / loads.max()) if loads.max() > 0 else 1.0)
+    best = max(p[2] for p in plans.values())
+    g = min(k for k, p in plans.items() if p[2] >= best - GREEDY_SLACK)
+    order, owner, bal = plans[g]
+    by_program = np.argsort(owner, kind="stable")  # each program's tiles in list order
+    starts = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=programs))])
+    table = np.concatenate([starts, order[by_program]]).astype(np.int32)
+    return table, g, bal
+
+
+def bwd_tile_costs(seqlen_q: int, seqlen_k: int, shift: int, block_m: int, tile_keys: int,
+                   group: int, causal: bool, overhead: float = 2.0) -> np.ndarray:
+    """One key head's backward tiles of ``tile_keys`` keys in key order (the first, which sees
+    the most queries, first when causal): the query steps of ``block_m`` rows each tile walks
+    (``bwd_gluon._bwd_tile``) for every query head of the group, plus ``overhead`` steps."""
+    n_kb = -(-seqlen_k // tile_keys)
+    n0 = np.arange(n_kb) * tile_keys
+    first = np.maximum(n0 - shift, 0) // block_m if causal else np.zeros(n_kb, dtype=np.int64)
+    steps = np.maximum(-(-seqlen_q // block_m) - first, 0) * group
+    return steps + overhead
+
+
+def greedy_group(tile_order: str | None) -> int | None:
+    """The group size a ``tile_order`` asks for: "greedy" 0 (the model chooses), "greedyN" N,
+    any other order None. Raises on a malformed "greedy…"."""
+    if tile_order is None or not tile_order.startswith("greedy"):
+        return None
+    rest = tile_order[len("greedy"):]
+    if rest == "":
+        return 0
+    if not rest.isdigit() or int(rest) < 1:
+        raise ValueError(f"tile_order={tile_order!r}: 'greedy' or 'greedyN' with N >= 1")
+    return int(rest)
+
+
+_DEVICE_TABLES: dict = {}
+
+
+def device_table(per_head, heads: int, programs: int, group: int, device) -> torch.Tensor:
+    """``greedy_table``'s table as an int32 tensor on ``device``, made once per launch shape."""
+    key = (tuple(float(c) for c in per_head), heads, programs, group, str(device))
+    tab = _DEVICE_TABLES.get(key)
+    if tab is None:
+        tab = torch.from_numpy(greedy_table(key[0], heads, programs, group)[0]).to(device)
+        if len(_DEVICE_TABLES) >= 64:
+            _DEVICE_TABLES.clear()
+        _DEVICE_TABLES[key] = tab
+    return tab
