@@ -291,7 +291,7 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     fwd.attn_fwd(q, k, v, params, config=KernelConfig(128, 64, 8, 2))
     assert len(calls) == 4, "gluon=False must run the tl kernel"
     out = flash_attn_func(q, k, v, causal=True)  # the shipped config: the Gluon kernel
-    assert len(calls) == 5 and calls[-1] == (128, 128, 4, 2, True, True, None)
+    assert len(calls) == 5 and calls[-1] == (128, 128, 4, 2, True, True, "greedy")
     flash_attn_func(q, k, v, causal=True, softcap=10.0)  # not covered: the tl kernel
     assert len(calls) == 5
     q64, k64, v64 = (randn(1, 4096, 2, 64, dtype=BF16) for _ in range(3))
@@ -305,7 +305,7 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     for seqlen, block_m in ((4096, 128), (8192, 192)):
         qc, kc, vc = (randn(1, seqlen, 1, 64, dtype=BF16) for _ in range(3))
         out_c = flash_attn_func(qc, kc, vc, causal=True)
-        assert calls[-1] == (block_m, 128, 4, 2, True, True, None), seqlen
+        assert calls[-1] == (block_m, 128, 4, 2, True, True, "greedy"), seqlen
         ref_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=True)
         low_c, _ = attention_ref(qc, kc, vc, causal=True, upcast=False)
         assert_close(out_c, ref_c, low_c, name=f"out (d64 causal {seqlen})")
