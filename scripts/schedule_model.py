@@ -14,7 +14,10 @@ by head, each head's longest first, as the kernels list them. Printed per shape:
 - persistent, snake: as round-robin, but odd rounds in reverse (``_snake``),
 - the snake over the same tiles listed row block by row block across the heads (the
   forward's ``schedule.ROW_MAJOR`` order, which its launcher picks where the head-by-head list
-  balances badly, ``flashtriton.kernels.schedule.causal_fwd_order``).
+  balances badly, ``flashtriton.kernels.schedule.causal_fwd_order``),
+- persistent, greedy table: the host hands the tiles, listed longest first within groups of
+  heads, each to the program with the least work so far (tile_order "greedy",
+  ``flashtriton.kernels.schedule.greedy_table``; the group it chooses in brackets).
 The batch·seqlen = 16384 tokens, heads·headdim = 2048 grid of ``flashtriton bench``.
 """
 import argparse
@@ -22,7 +25,8 @@ import heapq
 
 import numpy as np
 
-from flashtriton.kernels.schedule import causal_tile_costs, snake_loads, tile_lists
+from flashtriton.kernels.schedule import (causal_tile_costs, greedy_table, snake_loads,
+                                          tile_lists)
 
 
 def head_costs(pass_: str, seqlen: int, overhead: float) -> np.ndarray:
@@ -56,18 +60,22 @@ def main():
     ap.add_argument("--overhead", type=float, default=1.0)
     args = ap.parse_args()
     print(f"{'pass':4} {'d':>3} {'seqlen':>6} {'tiles':>6}  one/tile  round-robin  snake"
-          "  snake, row-major")
+          "  snake, row-major  greedy table [group]")
     for pass_ in ("fwd", "bwd"):
         for headdim in (128, 64):
             for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
                 heads = (16384 // seqlen) * (2048 // headdim)
-                costs, row_major = tile_lists(head_costs(pass_, seqlen, args.overhead), heads)
+                per_head = head_costs(pass_, seqlen, args.overhead)
+                costs, row_major = tile_lists(per_head, heads)
                 ideal = sum(costs) / args.sms
+                _, group, table_balance = greedy_table(tuple(float(c) for c in per_head), heads,
+                                                       min(args.sms, len(costs)))
                 print(f"{pass_:4} {headdim:3} {seqlen:6} {len(costs):6}  "
                       f"{ideal / greedy(costs, args.sms):8.2f}  "
                       f"{ideal / static(costs, args.sms, False):11.2f}  "
                       f"{ideal / static(costs, args.sms, True):5.2f}  "
-                      f"{ideal / static(row_major, args.sms, True):16.2f}")
+                      f"{ideal / static(row_major, args.sms, True):16.2f}  "
+                      f"{table_balance:14.3f} [{group}]")
 
 
 if __name__ == "__main__":

@@ -327,6 +327,14 @@ _BWD_GLUON = {
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
                    for key, cfg in _BWD_GLUON.items()}
+# Causal d64/d128 (and the d128 causal entry below FEW_KEYS_BWD_BELOW): persistent at every
+# length on a greedy tile table (tile_order "greedy", kernels/schedule.py), the forward's d64/
+# d128 causal entries too (sessions 36-37). In-process A/B against feb15ce (the snake below
+# PERSISTENT_BWD_BELOW / PERSISTENT_FWD_BELOW keys, one program per tile from there;
+# 2026-12-01-s37-ab-greedy-causal-*.json, two runs of 6 paired rounds): backward d128 1k / 4k /
+# 16k +2.1% / +2.9% / +2.4% (16k 567.5 571.5 -> 578.6 585.0), d64 +0.2% / +0.0% / +0.7%;
+# forward d64 +2.2% / +1.0% / +3.4%, d128 -0.1% / -0.5% / -0.2% (+0.5-0.6% in session 36's
+# run of the first candidate). No row lost beyond its spread, so every one takes it.
 _BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
@@ -363,6 +371,7 @@ _BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
 # 8k causal 441.1 438.5 -> 441.5 444.9, 16k 490.0 489.7 -> 487.7 491.4 (-0.1% each, the paired
 # ranges across zero), so three stay.
 _BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
+# (persistent on its greedy table since sessions 36-37, above; one program per tile before)
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3)
 # Session 35 changed the kernel under the d64 and d128 configs above, not the configs: a step
 # finds its rows without an integer division, and from d128 the rings' slots and phases come
@@ -454,7 +463,8 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
-    one program per tile from there (d64 without a mask: persistent at every length); where
+    one program per tile from there (d64 without a mask and d64/d128 causal: persistent at
+    every length, causal on a greedy tile table); where
     ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal), that entry below FEW_KEYS_BWD_BELOW
     keys. The launcher still checks that the call is one the kernel covers."""
     if deterministic or dropout:
