@@ -77,6 +77,13 @@ if torch.cuda.get_device_capability()[0] == 9:
     for block_m in (128, 192):
         attn_fwd_gluon(q3, k3, k3, make_params(64, causal=True), block_m, 128, 4, 2, False, True,
                        "row")
+    # persistent causal tiles from a greedy table (the model's group, and groups of 2 heads)
+    for order in ("greedy", "greedy2"):
+        for block_m in (128, 192):
+            attn_fwd_gluon(q3, k3, k3, make_params(64, causal=True), block_m, 128, 4, 2, True,
+                           True, order)
+        attn_fwd_gluon(qp, kp, kp, make_params(128, causal=True), 128, 128, 4, 2, True, True,
+                       order)
     # the Gluon backward as shipped (split dQ, GQA at 128), odd lengths
     for d, hk, dtype in ((128, 2, torch.bfloat16), (64, 1, torch.float16)):
         q = torch.randn(1, 333, 4, d, device="cuda", dtype=dtype, requires_grad=True)
@@ -86,7 +93,8 @@ if torch.cuda.get_device_capability()[0] == 9:
             o5 = flash_attn_func(q, k, v, causal=causal)  # persistent (short)
             o5.backward(torch.randn_like(o5))
     # the backward's persistent launch with more tiles than SMs, and its one-program-per-tile
-    # launch (the default from PERSISTENT_BWD_BELOW keys): at d128 dQ's product in its own step
+    # launch (the default from PERSISTENT_BWD_BELOW keys without a mask), causal also on greedy
+    # tile tables: at d128 dQ's product in its own step
     # or the next, waiting on its own barriers or `empty`; at d64 (GQA, an odd step count) the
     # warpgroups taking turns at dQ (dq_alternate) or not
     from flashtriton.configs import KernelConfig
@@ -102,11 +110,14 @@ if torch.cuda.get_device_capability()[0] == 9:
         for causal in (False, True):
             params = make_params(d, causal=causal)
             ob, lseb = attn_fwd(qb, kb, kb, params)
-            for persistent in (True, False):
+            for persistent, order in ((True, None), (False, None), (True, "greedy"),
+                                      (True, "greedy2")):
+                if order and not causal:
+                    continue  # the tables are for causal launches
                 for kw in variants[d]:
                     attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
                              config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
-                                                 persistent=persistent, **kw))
+                                                 persistent=persistent, tile_order=order, **kw))
     # head dim 256 (session 18): the forward persistent (O through Q's buffers) and one program
     # per tile; the backward's dK/dV kernel persistent and not, then its dQ kernel; GQA, odd
     # lengths, causal and not
