@@ -130,7 +130,8 @@ def _gluon_bwd(shape: Shape):
                              shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
                              split_dq=cfg.split_dq, persistent=cfg.persistent,
                              defer_dq=cfg.defer_dq, dq_on_empty=cfg.dq_on_empty,
-                             dq_alternate=cfg.dq_alternate)
+                             dq_alternate=cfg.dq_alternate,
+                             tile_order=cfg.tile_order if cfg.persistent else None)
 
 
 def _gluon_bwd_d256(kernel: str):
