@@ -99,7 +99,8 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 
 
 def test_gluon_launchers_reject_unknown_options():
-    """The persistent forward's tile order is 'head', 'row' or None, and head dim 256 does not run
+    """The persistent forward's tile order is 'head', 'row', 'greedy[N]' or None (a greedy table
+    in either pass only with a persistent launch), and head dim 256 does not run
     on three consumers nor sum P on the tensor cores; the backward defers dQ only when it is
     split (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only
     if it is float32, contiguous and holds the runs of q's rows (``dq_runs_numel``); the head-dim-256 dK/dV and dQ kernels take
@@ -113,6 +114,16 @@ def test_gluon_launchers_reject_unknown_options():
     with pytest.raises(ValueError, match="tile_order='diagonal'"):
         attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128, 128, 4, 2, False, True,
                        "diagonal")
+    # a greedy tile table ('greedy' or 'greedyN', N >= 1) lists a persistent launch's tiles
+    with pytest.raises(ValueError, match="'greedy' or 'greedyN'"):
+        attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128, 128, 4, 2, False, True,
+                       "greedy0")
+    with pytest.raises(ValueError, match="needs persistent=True"):
+        attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128, 128, 4, 2, False, False,
+                       "greedy")
+    with pytest.raises(ValueError, match="with a persistent launch"):
+        attn_bwd_gluon(q, q, q, q, q, q, make_params(64, causal=True), split_dq=True,
+                       tile_order="greedy")
     q256 = t(1, 64, 2, 256)  # head dim 256: two consumers only
     for blocks in ((192, 64, 4, 2, False, True), (192, 64, 4, 2, False, False)):
         with pytest.raises(ValueError, match="head dim 256 runs two consumers"):

@@ -111,7 +111,7 @@ def _gluon_fwd(persistent: bool):
                                  make_params(shape.head_dim, causal=shape.causal),
                                  shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
                                  cfg.num_warps, cfg.num_stages, cfg.pingpong, persistent,
-                                 cfg.tile_order)
+                                 cfg.tile_order if persistent else None)
     return launch
 
 

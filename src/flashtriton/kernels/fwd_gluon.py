@@ -581,6 +581,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     if tile_order not in (None, "head", "row") and group_size is None:
         raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row', "
                          "'greedy[N]' or None")
+    if group_size is not None and not persistent:
+        raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r} needs persistent=True "
+                         "(the table lists each program's tiles)")
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]

@@ -127,11 +127,10 @@ def grouped_order(per_head: np.ndarray, heads: int, group: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-@functools.lru_cache(maxsize=64)
 def greedy_table(per_head: tuple, heads: int, programs: int, group: int = 0
                  ) -> tuple[np.ndarray, int, float]:
-    """The table of a greedy launch (tile_order "greedy[N]") over ``heads`` heads whose tiles cost ``per_head`` each
-    (longest first): int32 [programs + 1 starts, then the tile ids], program p's tiles at
+    """The table of a greedy launch (tile_order "greedy[N]") over ``heads`` heads whose tiles
+    cost ``per_head`` each (longest first; ``device_table`` keeps one per launch shape): int32 [programs + 1 starts, then the tile ids], program p's tiles at
     ``programs + 1 + starts[p]`` up to ``programs + 1 + starts[p + 1]``. ``group`` 0: the
     smallest of ``GREEDY_GROUPS`` whose modeled balance is within ``GREEDY_SLACK`` of the best.
     Returns (table, group, modeled balance)."""
