@@ -367,3 +367,45 @@ def test_non_positive_scale_runs_the_tl_kernel_and_is_right(scale):
     ref, _ = attention_ref(q, k, v, causal=True, softmax_scale=scale, upcast=True)
     low, _ = attention_ref(q, k, v, causal=True, softmax_scale=scale, upcast=False)
     assert_close(out, ref, low, name=f"out (scale {scale})")
+
+
+HALF_CASES = [
+    # (b, sq, sk, h, hk, d, causal, dtype, blocks): the first consumer's diagonal (128-row tiles
+    # against 128-key tiles) with the diagonal shifted both ways, a single row, GQA, fp16; three
+    # consumers (whose rows start at 0 or 64 in a key tile); one program per tile; and without
+    # a mask, key counts whose last tile is at most half full (901, 300) or more (1000)
+    (4, 1000, 1000, 16, 16, 64, True, BF16, (*PPPERS, "greedy")),
+    (2, 129, 65, 8, 4, 128, True, BF16, PPPERS),
+    (2, 65, 300, 8, 2, 128, True, F16, PPPERS),
+    (1, 1, 1, 2, 2, 64, True, BF16, PPPERS),
+    (3, 777, 901, 16, 4, 64, True, F16, (*C3PPPERS, "greedy")),
+    (2, 1000, 1000, 4, 4, 64, True, BF16, C3PP),
+    (2, 1000, 1000, 4, 4, 128, True, BF16, PP),
+    (2, 777, 901, 8, 2, 128, False, BF16, PPPERS),
+    (2, 333, 300, 4, 4, 64, False, F16, (*S2, True)),
+    (2, 1000, 1000, 4, 4, 64, False, BF16, PP),
+]
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["whole-tiles", "half-tail"])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks",
+                         [case(*c) for c in HALF_CASES])
+def test_gluon_forward_half_last_key_tile(b, sq, sk, h, hk, d, causal, dtype, blocks, half):
+    """``half_tail`` on and off (on by default with a causal mask at d64/d128): where a
+    consumer's rows see only the first half of their last key tile, that step multiplies and
+    exponentiates half the keys (``fwd_gluon_tile._half_tail``); out and lse as the float64
+    reference's either way, also without a mask, where only a last tile at most half full
+    takes the half step."""
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    q = randn(b, sq, h, d, dtype=dtype)
+    k = randn(b, sk, hk, d, dtype=dtype)
+    v = randn(b, sk, hk, d, dtype=dtype)
+    params = make_params(d, causal=causal)
+    out, lse = attn_fwd_gluon(q, k, v, params, *blocks, half_tail=half)
+    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
+    assert_close(out, ref, low, name="out")
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
+    assert (lse[finite].double() - ref_lse[finite].double()).abs().max() < lse_bound(d, dtype)

@@ -101,7 +101,8 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
 def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row', 'greedy[N]' or None (a greedy table
     in either pass only with a persistent launch), and head dim 256 does not run
-    on three consumers nor sum P on the tensor cores; the backward defers dQ only when it is
+    on three consumers nor sum P on the tensor cores (nor does the half-width last key step
+    run there, or on tiles that do not halve into 16-key steps); the backward defers dQ only when it is
     split (and waits for it on `empty` only when deferred), and adds into a dQ accumulator only
     if it is float32, contiguous and holds the runs of q's rows (``dq_runs_numel``); the head-dim-256 dK/dV and dQ kernels take
     head dim 256, one warpgroup per consumer, 64-key tiles and 64-query blocks. Refused before
@@ -131,6 +132,13 @@ def test_gluon_launchers_reject_unknown_options():
     with pytest.raises(ValueError, match="rowsum_mma at head dim 256"):
         attn_fwd_gluon(q256, q256, q256, make_params(256), 128, 64, 4, 2, True, True,
                        rowsum_mma=True)
+    # the half-width last step: head dims 64 and 128, key tiles that halve into 16-key steps
+    with pytest.raises(ValueError, match="half_tail with head dim 256"):
+        attn_fwd_gluon(q256, q256, q256, make_params(256, causal=True), 128, 64, 4, 2, True,
+                       True, half_tail=True)
+    with pytest.raises(ValueError, match="half_tail with head dim 64 and block_n=16"):
+        attn_fwd_gluon(q, q, q, make_params(64, causal=True), 128, 16, 4, 2, True,
+                       half_tail=True)
     with pytest.raises(ValueError, match="defer_dq needs split_dq"):
         attn_bwd_gluon(q, q, q, q, q, q, make_params(64), defer_dq=True)
     with pytest.raises(ValueError, match="dq_on_empty needs defer_dq"):

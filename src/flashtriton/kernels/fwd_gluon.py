@@ -83,12 +83,25 @@ def _first_turn(turn, WG: gl.constexpr):
 
 
 @gluon.jit
+def _half_last(n_own, rows_end, seqlen_k, shift, BLOCK_N: gl.constexpr, HALF_TAIL):
+    """``_attend_tile``'s ``n_half``: 1 where a consumer's rows (up to ``rows_end``) see only
+    the first half of their last own key tile and it is not their only one, else 0; the
+    constant 0 without ``HALF_TAIL`` (the launch's constexpr, which arrives here as a
+    constant i1: the branch, and with it the half step, are compiled away)."""
+    n_half = n_own * 0
+    if HALF_TAIL:
+        visible = gl.minimum(seqlen_k, gl.maximum(rows_end + shift, 0)) - (n_own - 1) * BLOCK_N
+        n_half = ((n_own > 1) & (visible <= BLOCK_N // 2)).to(gl.int32)
+    return n_half
+
+
+@gluon.jit
 def _ws_consumer(ring, args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
     rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om, seqlen_q,
-     seqlen_k, m0, n_tiles, shift, qk_scale, ones) = args
+     seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL) = args
     # the sizes, read off the buffers' shapes (a constexpr in the args tuple arrives as an i1
     # value: a branch on it is folded away, but it cannot size or type anything)
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
@@ -114,12 +127,14 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     # launcher passes shift = seqlen_k, so the diagonal never cuts a tile)
     n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
     n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
+    n_half = _half_last(n_own, rows0 + BLOCK_M, seqlen_k, shift, BLOCK_N, HALF_TAIL)
 
     offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
-                                 qb, zero_s, 0, n_tiles, n_own, n_full, offs_m, seqlen_k, shift,
+                                 qb, zero_s, 0, n_tiles, n_own, n_full, n_half, offs_m, seqlen_k,
+                                 shift,
                                  qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2, False,
                                  ones)
 
@@ -176,7 +191,8 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
-                 PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, ROWSUM_MMA: gl.constexpr):
+                 PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, ROWSUM_MMA: gl.constexpr,
+                 HALF_TAIL: gl.constexpr):
     """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
     producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
     CONSUMER_WARPS warps (the consumers) own BLOCK_M rows each and share every K/V tile (see the
@@ -217,7 +233,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     loads = (ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles)
     work = (ring, (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om,
-                   seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones))
+                   seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL))
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
     if CONSUMERS == 3:
         gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work),
@@ -377,7 +393,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order, table = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
-     stride_lh, ONE_PATH, ones) = args
+     stride_lh, ONE_PATH, ones, HALF_TAIL) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -410,12 +426,13 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
+        n_half = _half_last(n_own, rows0 + BLOCK_M, seqlen_k, shift, BLOCK_N, HALF_TAIL)
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
         mbarrier.wait(qb, local & 1)
         if RELEASE_Q:
             mbarrier.arrive(qe, pred=n_own == 0)  # no product reads this Q
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
-                                     turn, qe, zero_s, kv, n_tiles, n_own, n_full, offs_m,
+                                     turn, qe, zero_s, kv, n_tiles, n_own, n_full, n_half, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, RELEASE_Q,
                                      CONSUMERS > 2, ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
@@ -459,7 +476,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
                          CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr,
-                         ROWSUM_MMA: gl.constexpr):
+                         ROWSUM_MMA: gl.constexpr, HALF_TAIL: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``order``: causal, longest first, in a snake); partitions as
@@ -494,7 +511,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
-                                    stride_om, stride_oh, stride_lb, stride_lh, ONE_PATH, ones))
+                                    stride_om, stride_oh, stride_lb, stride_lh, ONE_PATH, ones,
+                                    HALF_TAIL))
     if CONSUMERS == 3:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
                             (_pers_consumer1, work), (_pers_consumer2, work)],
@@ -547,7 +565,8 @@ ROWSUM_MMA_HEAD_DIMS = (64,)
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
-                   tile_order: str | None = None, plan_key=None, rowsum_mma: bool | None = None):
+                   tile_order: str | None = None, plan_key=None, rowsum_mma: bool | None = None,
+                   half_tail: bool | None = None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings (head dim 256: two
@@ -560,7 +579,11 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     ``causal_fwd_order`` models as balanced. ``plan_key``: store this call's launch as a plan
     under that key (``common.plan_key``; the caller checks that the call is plain enough).
     ``rowsum_mma``: the softmax's row sums by the tensor cores (``_attend_tile``), by default at
-    the head dims in ``ROWSUM_MMA_HEAD_DIMS``; not at 256.
+    the head dims in ``ROWSUM_MMA_HEAD_DIMS``; not at 256. ``half_tail``: a consumer whose
+    rows see only the first half of their last key tile runs that step on half the keys
+    (``fwd_gluon_tile._half_tail``); by default with a causal mask where a consumer's rows are
+    half a key tile (block_n = 2 · block_m / consumers: the d64 and d128 configs); head dims 64
+    and 128 only.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -577,6 +600,13 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     elif rowsum_mma and d == 256:
         raise ValueError("attn_fwd_gluon: rowsum_mma at head dim 256 is not built (its "
                          "persistent kernel spills already; never tested)")
+    causal = params.window_right == 0
+    if half_tail is None:
+        half_tail = causal and block_n == 2 * rows and d <= 128
+    elif half_tail and (d > 128 or block_n % 32):
+        raise ValueError(f"attn_fwd_gluon: half_tail with head dim {d} and block_n={block_n}: "
+                         "built for head dims 64 and 128, with key tiles of a multiple of 32 "
+                         "(half a tile is a product's 16-key steps)")
     group_size = greedy_group(tile_order)
     if tile_order not in (None, "head", "row") and group_size is None:
         raise ValueError(f"attn_fwd_gluon: tile_order={tile_order!r}: 'head', 'row', "
@@ -589,7 +619,6 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     o = _empty((batch, seqlen_q, nheads, d), dtype=q.dtype, device=q.device)
     lse = _empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
-    causal = params.window_right == 0
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     # the consumers and a producer warpgroup share the SM's 64K registers
     maxnreg = (65536 // ((consumers * num_warps + 4) * 32)) // 8 * 8
@@ -597,7 +626,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                *lse.stride()[:2])
     meta = dict(HEAD_DIM=d, BLOCK_M=rows, BLOCK_N=block_n, STAGES=num_stages,
                 CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, CONSUMERS=consumers,
-                ROWSUM_MMA=rowsum_mma,
+                ROWSUM_MMA=rowsum_mma, HALF_TAIL=bool(half_tail),
                 num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads

@@ -189,7 +189,7 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
 
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
-                 n_tiles, n_own, n_full, offs_m, seqlen_k, shift, qk_scale,
+                 n_tiles, n_own, n_full, n_half, offs_m, seqlen_k, shift, qk_scale,
                  WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
                  ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
@@ -211,6 +211,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     [BLOCK_M, 8] accumulator rescaled like O, instead of a thread's adds and shuffles in the
     softmax (about 100 instructions a softmax copy at d64). The sums are then of P as rounded
     to 16 bits, the weights P·V gives V. Any other buffer (an mbarrier's): sums in float32.
+    ``n_half`` 1: the last own tile's rows see only its first BLOCK_N / 2 keys (the causal
+    diagonal of the first consumer of a 128-row tile against 128-key tiles), and that step
+    runs on half the keys (``_half_tail``); 0 otherwise (the launchers pass the constant 0
+    where no tile can be half, and the branch is compiled away).
     Returns (acc, m_i, l_i), O unnormalized."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
@@ -247,7 +251,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA)
         p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-        for j in range(0, n_own - 1):
+        for j in range(0, n_own - 1 - n_half):
             slot = (kv + j) % STAGES
             nslot = (kv + j + 1) % STAGES
             if PINGPONG:
@@ -281,20 +285,27 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             mbarrier.arrive(v_empty.index(slot))
             if LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-        slot = (kv + n_own - 1) % STAGES
-        acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-        p_op = gl.convert_layout(p16, p_layout)
-        mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                            is_async=True)
-        if ROWSUM_MMA:
-            l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
-            acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
-            # the 8 columns hold the same sums: any one is the row's l
-            l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
+        if n_half > 0:
+            acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
+                                       qe, acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
+                                       offs_m, (n_own - 1) * BLOCK_N, seqlen_k, shift,
+                                       qk_scale, WG, CONSUMERS, BLOCK_N, RELEASE_Q, LATE_CVT,
+                                       ONE_PATH, ones)
         else:
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(slot))
+            slot = (kv + n_own - 1) % STAGES
+            acc = _rescale(acc, gl.convert_layout(alpha, row_o))
+            p_op = gl.convert_layout(p16, p_layout)
+            mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
+            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
+                                is_async=True)
+            if ROWSUM_MMA:
+                l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
+                acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
+                # the 8 columns hold the same sums: any one is the row's l
+                l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
+            else:
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(slot))
     # tiles past this consumer's own: release each slot once it is filled (an arrival before
     # the fill could count towards the slot's previous use); tile i stands for step i - 1,
     # whose turn is taken and passed on around it, as a computed step would
@@ -311,6 +322,86 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if i > 0:
                 _turn((WG + 1) % CONSUMERS, True)
     return acc, m_i, l_i
+
+
+@gluon.jit
+def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, qe, acc, l_acc, p16,
+               alpha, m_i, l_i, last, offs_m, start_n, seqlen_k, shift, qk_scale,
+               WG: gl.constexpr, CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
+               RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr, ONE_PATH: gl.constexpr, ones):
+    """``_attend_tile``'s last two steps when the last own key tile (ring position ``last``,
+    keys from ``start_n``) is visible to this consumer's rows only in its first half: the step
+    issues ``S = Q K[last][:BLOCK_N/2]ᵀ`` beside ``P[last-1] V[last-1]`` (whose P, ``p16``, and
+    alpha the loop left), then the softmax of those half-width scores (masked), then
+    ``P V[last][:BLOCK_N/2]``: the keys right of the rows' diagonal are neither multiplied nor
+    exponentiated (at 1k causal keys, a quarter of the first consumer's diagonal work, 1/18 of
+    all its steps' work). The producer still loads whole tiles, and the slots are released as
+    in a full step. With ``ROWSUM_MMA`` (``ones`` an [8, BLOCK_N] tile) the half step's row sums
+    are those of P as rounded to 16 bits, added in float32 to the tensor cores' sums so far.
+    Returns (acc, m_i, l_i) as ``_attend_tile`` does."""
+    BLOCK_M: gl.constexpr = q_s.type.shape[0]
+    HEAD_DIM: gl.constexpr = q_s.type.shape[1]
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    HALF: gl.constexpr = BLOCK_N // 2
+    dtype: gl.constexpr = q_s.dtype
+    WARPS: gl.constexpr = gl.num_warps()
+    ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
+    h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, HALF, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_h: gl.constexpr = gl.SliceLayout(1, h_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    row_s: gl.constexpr = m_i.type.layout
+    slot = (last - 1) % STAGES
+    hslot = last % STAGES
+    # the step: S on the first half of the last K tile beside the previous tile's P V
+    if CONSUMERS > 1:
+        _turn(WG, False)
+    mbarrier.wait(k_ready.index(hslot), (last // STAGES) & 1)
+    k_half = k_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF)
+    s = warpgroup_mma(q_s, k_half.permute((1, 0)),
+                      gl.zeros([BLOCK_M, HALF], gl.float32, layout=h_layout), use_acc=False,
+                      is_async=True)
+    acc = _rescale(acc, gl.convert_layout(alpha, row_o))
+    p_op = gl.convert_layout(p16, p_layout)
+    mbarrier.wait(v_ready.index(slot), ((last - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
+                        is_async=True)
+    if ROWSUM_MMA:
+        l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
+    if CONSUMERS > 1:
+        _turn((WG + 1) % CONSUMERS, True)
+    s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s,))
+    mbarrier.arrive(k_empty.index(hslot))
+    if RELEASE_Q:
+        mbarrier.arrive(qe)  # the tile's last S product is done
+    p, alpha, m_h, l_h = _masked_softmax(s, gl.convert_layout(m_i, row_h),
+                                         gl.convert_layout(l_i, row_h), True,
+                                         gl.convert_layout(offs_m, row_h), start_n, seqlen_k,
+                                         shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
+    if not LATE_CVT:
+        p16 = _to_16bit(p, dtype, True)
+    if ROWSUM_MMA:
+        acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
+    else:
+        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+    mbarrier.arrive(v_empty.index(slot))
+    if LATE_CVT:
+        p16 = _to_16bit(p, dtype, True)
+    if ROWSUM_MMA:
+        # the sums so far (any of the 8 columns), rescaled, plus the half step's
+        l_h = gl.convert_layout(gl.max(l_acc, 1), row_h) * alpha + gl.sum(p16.to(gl.float32), 1)
+    # the last product: P on the first half of the last V tile
+    acc = _rescale(acc, gl.convert_layout(alpha, row_o))
+    p_op = gl.convert_layout(p16, p_layout)
+    mbarrier.wait(v_ready.index(hslot), (last // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF),
+                        acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(hslot))
+    return acc, gl.convert_layout(m_h, row_s), gl.convert_layout(l_h, row_s)
 
 
 @gluon.jit
