@@ -338,6 +338,9 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, qe, acc,
     all its steps' work). The producer still loads whole tiles, and the slots are released as
     in a full step. With ``ROWSUM_MMA`` (``ones`` an [8, BLOCK_N] tile) the half step's row sums
     are those of P as rounded to 16 bits, added in float32 to the tensor cores' sums so far.
+    In-process A/B against whole tiles (docs/perf-log.md, session 38; two runs, causal 1k / 2k
+    / 4k / 16k): d128 +0.1..+0.6% / +1.6..+2.2% / +1.5..+1.6% / +0.9..+1.3%, d64 -0.5..-0.3% /
+    -0.1..+0.7% / +0.6..+0.7% / +1.1..+1.3%, every paired range across zero.
     Returns (acc, m_i, l_i) as ``_attend_tile`` does."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
