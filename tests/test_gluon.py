@@ -129,6 +129,15 @@ CASES += [
     case(2, 2049, 2049, 24, 24, 128, True, F16, (*PPPERS, "greedy16")),
     case(2, 1000, 1000, 8, 8, 64, False, BF16, (*PPPERS, "greedy")),
 ]
+# bottom-right causal with seqlen_q - seqlen_k past a whole tile of rows: the first tiles of
+# every head see no key at all (no key tile to load; O = 0, lse = -inf), with the persistent
+# programs walking on to tiles that do, on two and three consumers, and one program per tile
+CASES += [
+    case(2, 700, 300, 8, 4, 64, True, BF16, (*PPPERS, "greedy")),
+    case(2, 700, 300, 8, 4, 128, True, F16, PPPERS),
+    case(2, 700, 300, 8, 4, 64, True, BF16, (*C3PPPERS, "greedy")),
+    case(1, 700, 300, 4, 4, 128, True, BF16, PP),
+]
 
 # head dim 256: two consumers, one program per tile; with ping-pong (as shipped) and
 # without, 64-key tiles in two slots or 32-key ones in three (Q, K and V must fit in shared
