@@ -35,6 +35,18 @@ def lse_bound(d, dtype, rowsum=None):
     return 1e-3 + math.log1p(2.0 ** (-8 if dtype == BF16 else -11))
 
 
+def check_forward(q, k, v, causal, out, lse, bound):
+    """out against the float64 reference by the STYLE.md rule; lse with the reference's -inf
+    pattern (rows that see no key) and within ``bound`` of it elsewhere."""
+    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
+    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
+    assert_close(out, ref, low, name="out")
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
+    err = (lse[finite].double() - ref_lse[finite].double()).abs().max()
+    assert err < bound, err
+
+
 def case(b, sq, sk, h, hk, d, causal, dtype, blocks):
     """blocks: (block_m, block_n, warps per consumer, stages, pingpong[, persistent[,
     tile_order]]), the launcher's order."""
@@ -175,12 +187,7 @@ def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blo
     params = make_params(d, causal=causal)
     assert gluon_eligible(q, k, v, params, None, None, False)
     out, lse = attn_fwd_gluon(q, k, v, params, *blocks)
-    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
-    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
-    assert_close(out, ref, low, name="out")
-    finite = torch.isfinite(ref_lse)
-    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
-    assert (lse[finite].double() - ref_lse[finite].double()).abs().max() < lse_bound(d, dtype)
+    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
 
 
 @pytest.mark.parametrize("d,causal,dtype,blocks", [
@@ -264,13 +271,7 @@ def test_gluon_forward_row_sums_either_way(d, causal, dtype, blocks, rowsum):
     v = randn(2, 419, 2, d, dtype=dtype)
     params = make_params(d, causal=causal)
     out, lse = attn_fwd_gluon(q, k, v, params, *blocks, rowsum_mma=rowsum)
-    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
-    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
-    assert_close(out, ref, low, name="out")
-    finite = torch.isfinite(ref_lse)
-    assert torch.equal(torch.isfinite(lse), finite)
-    err = (lse[finite].double() - ref_lse[finite].double()).abs().max()
-    assert err < lse_bound(d, dtype, rowsum), err
+    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype, rowsum))
 
 
 def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
@@ -412,9 +413,4 @@ def test_gluon_forward_half_last_key_tile(b, sq, sk, h, hk, d, causal, dtype, bl
     v = randn(b, sk, hk, d, dtype=dtype)
     params = make_params(d, causal=causal)
     out, lse = attn_fwd_gluon(q, k, v, params, *blocks, half_tail=half)
-    ref, ref_lse = attention_ref(q, k, v, causal=causal, upcast=True)
-    low, _ = attention_ref(q, k, v, causal=causal, upcast=False)
-    assert_close(out, ref, low, name="out")
-    finite = torch.isfinite(ref_lse)
-    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
-    assert (lse[finite].double() - ref_lse[finite].double()).abs().max() < lse_bound(d, dtype)
+    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))

@@ -134,9 +134,8 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  qb, zero_s, 0, n_tiles, n_own, n_full, n_half, offs_m, seqlen_k,
-                                 shift,
-                                 qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2, False,
-                                 ones)
+                                 shift, qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2,
+                                 False, ones)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
