@@ -84,6 +84,19 @@ if torch.cuda.get_device_capability()[0] == 9:
                            True, order)
         attn_fwd_gluon(qp, kp, kp, make_params(128, causal=True), 128, 128, 4, 2, True, True,
                        order)
+    # the half-width last key step (half_tail; on by default in the causal calls above) without
+    # a mask, where 901 keys leave a last tile of 5: persistent and one program per tile, two
+    # and three consumers; and rows that see no key at all (700 queries against 300 keys)
+    for block_m in (128, 192):
+        for persistent in (False, True):
+            attn_fwd_gluon(q3, k3, k3, make_params(64), block_m, 128, 4, 2, True, persistent,
+                           half_tail=True)
+    attn_fwd_gluon(qp, kp, kp, make_params(128), 128, 128, 4, 2, True, True, half_tail=True)
+    qn = torch.randn(2, 700, 8, 64, device="cuda", dtype=torch.bfloat16)
+    kn = torch.randn(2, 300, 4, 64, device="cuda", dtype=torch.bfloat16)
+    for block_m in (128, 192):
+        attn_fwd_gluon(qn, kn, kn, make_params(64, causal=True), block_m, 128, 4, 2, True, True,
+                       "greedy")
     # the Gluon backward as shipped (split dQ, GQA at 128), odd lengths
     for d, hk, dtype in ((128, 2, torch.bfloat16), (64, 1, torch.float16)):
         q = torch.randn(1, 333, 4, d, device="cuda", dtype=dtype, requires_grad=True)
