@@ -188,6 +188,19 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
 
 
 @gluon.jit
+def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr):
+    """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
+    same P operand), then release the V slot (``v_free``, its empty barrier). Returns (acc,
+    l_acc)."""
+    if ROWSUM_MMA:
+        acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
+    else:
+        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+    mbarrier.arrive(v_free)
+    return acc, l_acc
+
+
+@gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
                  n_tiles, n_own, n_full, n_half, offs_m, seqlen_k, shift, qk_scale,
                  WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
@@ -278,11 +291,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
             if not LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-            if ROWSUM_MMA:
-                acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
-            else:
-                acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-            mbarrier.arrive(v_empty.index(slot))
+            acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA)
             if LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         if n_half > 0:
@@ -386,11 +395,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, qe, acc,
                                          shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
     if not LATE_CVT:
         p16 = _to_16bit(p, dtype, True)
-    if ROWSUM_MMA:
-        acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
-    else:
-        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-    mbarrier.arrive(v_empty.index(slot))
+    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA)
     if LATE_CVT:
         p16 = _to_16bit(p, dtype, True)
     if ROWSUM_MMA:
