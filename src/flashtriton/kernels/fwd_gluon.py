@@ -133,9 +133,9 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
-                                 qb, zero_s, 0, n_tiles, n_own, n_full, n_half, offs_m, seqlen_k,
-                                 shift, qk_scale, WG, BLOCK_N, False, q_smem.type.shape[0] > 2,
-                                 False, ones)
+                                 zero_s, 0, n_tiles, n_own, n_full, n_half, offs_m, seqlen_k,
+                                 shift, qk_scale, WG, BLOCK_N, q_smem.type.shape[0] > 2, False,
+                                 ones)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -324,11 +324,26 @@ def _table_tile(table, e):
 
 
 @gluon.jit
+def _load_q(q_desc, q_bar, q_smem, b, m0, h, w: gl.constexpr):
+    """The persistent producer's load of consumer ``w``'s Q block of a tile."""
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
+    mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
+    tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
+                                    q_smem.index(w))
+
+
+@gluon.jit
 def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
                    stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh):
     """Persistent forward, the default partition: for each of the program's tiles, every
-    consumer's Q block (once it has released its buffer) and the K/V tiles through the rings;
-    one set of rank-4 descriptors over (batch, seqlen, heads, head_dim) serves every tile."""
+    consumer's Q block (once its buffer is free) and the K/V tiles through the rings; one set
+    of rank-4 descriptors over (batch, seqlen, heads, head_dim) serves every tile.
+    Q's buffers are free once every consumer has released the last K tile issued (the
+    previous tile's): each consumer arrives there after its last S product, the last read of
+    its Q. So the consumers' steps carry no arrival for Q (a warpgroup barrier a step, with
+    Triton's arrivals), and a tile without keys loads no Q. At head dim 256, where O leaves
+    through Q's buffer, the consumers release it on ``q_empty`` after that store."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order, table = schedule
@@ -350,6 +365,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
                                         block_shape=[1, BLOCK_N, 1, HEAD_DIM],
                                         layout=v_smem.type.layout)
     kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+    O_IN_Q: gl.constexpr = HEAD_DIM == 256  # as _pers_consumer's
     kv = 0  # K/V tiles issued so far: the rings' slots and phases run on across tiles
     local = 0
     lo, hi, stride = _table_range(table, total)
@@ -358,11 +374,15 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
                                             order, CONSUMERS * BLOCK_M, BLOCK_N,
                                             table.dtype.is_ptr())
-        for w in gl.static_range(CONSUMERS):
-            mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
-            mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
-            tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
-                                            q_smem.index(w))
+        if O_IN_Q:
+            for w in gl.static_range(CONSUMERS):
+                mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
+                _load_q(q_desc, q_bar, q_smem, b, m0, h, w)
+        elif n_tiles > 0:
+            if kv > 0:  # every consumer is done with the last K tile issued, and with its Q
+                mbarrier.wait(k_empty.index((kv - 1) % STAGES), ((kv - 1) // STAGES) & 1)
+            for w in gl.static_range(CONSUMERS):
+                _load_q(q_desc, q_bar, q_smem, b, m0, h, w)
         for i in range(n_tiles):
             slot = (kv + i) % STAGES
             phase = ((kv + i) // STAGES) & 1
@@ -381,11 +401,12 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
 @gluon.jit
 def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     """Persistent forward, one consumer warpgroup: for each tile, ``_attend_tile`` on ring
-    positions that run on across tiles; Q's buffer is released as soon
-    as the tile's last S product has completed (the producer loads the next Q under this tile's
-    last P V and epilogue); O leaves through its own buffer by TMA. At head dim 256 there is no
-    room for O buffers: O leaves through Q's, which is released once that store has read it
-    (the next tile's K/V loads still run under the epilogue). ``ONE_PATH`` (the kernel's
+    positions that run on across tiles; Q's buffer is free for the next tile's Q once every
+    consumer has released the tile's last K slot (``_pers_producer``: the next Q loads under
+    this tile's last P V and epilogue); a tile without keys has no Q to wait for. O leaves
+    through its own buffer by TMA. At head dim 256 there is no room for O buffers: O leaves
+    through Q's, which is released on ``q_empty`` once that store has read it (the next
+    tile's K/V loads still run under the epilogue). ``ONE_PATH`` (the kernel's
     constexpr, in ``args``): ``fwd_gluon_tile._masked_softmax``'s, chosen per call by the launcher
     (``one_softmax_path``); ``ones``: ``_attend_tile``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
@@ -398,7 +419,6 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     O_IN_Q: gl.constexpr = HEAD_DIM == 256  # o_smem is q_smem (_attn_fwd_persistent)
-    RELEASE_Q: gl.constexpr = not O_IN_Q  # Q's buffer released after the last S product
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
@@ -416,6 +436,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     _first_turn(turn, WG)
     kv = 0
     local = 0
+    loaded = 0  # Q blocks loaded into this consumer's buffer (not O_IN_Q)
     lo, hi, stride = _table_range(table, total)
     for entry in range(lo, hi, stride):
         t = _table_tile(table, entry)
@@ -427,13 +448,15 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
         n_half = _half_last(n_own, rows0 + BLOCK_M, seqlen_k, shift, BLOCK_N, HALF_TAIL)
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
-        mbarrier.wait(qb, local & 1)
-        if RELEASE_Q:
-            mbarrier.arrive(qe, pred=n_own == 0)  # no product reads this Q
+        if O_IN_Q:
+            mbarrier.wait(qb, local & 1)
+        elif n_tiles > 0:  # (the producer loads no Q for a tile without keys)
+            mbarrier.wait(qb, loaded & 1)
+            loaded += 1
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
-                                     turn, qe, zero_s, kv, n_tiles, n_own, n_full, n_half, offs_m,
-                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, RELEASE_Q,
-                                     CONSUMERS > 2, ONE_PATH, ones)
+                                     turn, zero_s, kv, n_tiles, n_own, n_full, n_half, offs_m,
+                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, CONSUMERS > 2,
+                                     ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer

@@ -201,9 +201,9 @@ def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr):
 
 
 @gluon.jit
-def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, qe, zero_s, kv,
+def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, zero_s, kv,
                  n_tiles, n_own, n_full, n_half, offs_m, seqlen_k, shift, qk_scale,
-                 WG: gl.constexpr, BLOCK_N: gl.constexpr, RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr,
+                 WG: gl.constexpr, BLOCK_N: gl.constexpr, LATE_CVT: gl.constexpr,
                  ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
@@ -212,8 +212,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     (``_rescale``) (FlashAttention-3's order; with ping-pong the consumers
     also take turns to issue, so that one's softmax runs under the other's products: ``_turn``;
     ``turn``'s shape says how many consumers take turns, 1 without ping-pong). Ring positions
-    start at ``kv`` (the persistent kernel carries them across tiles); ``RELEASE_Q`` (the
-    persistent kernel): arrive on ``qe`` once the last S product has completed. ``ONE_PATH``:
+    start at ``kv`` (the persistent kernel carries them across tiles; its producer reloads Q
+    once every consumer has released the tile's last K slot). ``ONE_PATH``:
     ``_masked_softmax``'s.
     ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
     ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
@@ -258,8 +258,6 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                           zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(slot0))
-        if RELEASE_Q:
-            mbarrier.arrive(qe, pred=n_own == 1)  # the tile's last S product is done
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA)
@@ -284,8 +282,6 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 _turn((WG + 1) % CONSUMERS, True)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
             mbarrier.arrive(k_empty.index(nslot))
-            if RELEASE_Q:
-                mbarrier.arrive(qe, pred=j == n_own - 2)  # the tile's last S product is done
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
@@ -296,10 +292,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         if n_half > 0:
             acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
-                                       qe, acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
+                                       acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
                                        offs_m, (n_own - 1) * BLOCK_N, seqlen_k, shift,
-                                       qk_scale, WG, CONSUMERS, BLOCK_N, RELEASE_Q, LATE_CVT,
-                                       ONE_PATH, ones)
+                                       qk_scale, WG, CONSUMERS, BLOCK_N, LATE_CVT, ONE_PATH,
+                                       ones)
         else:
             slot = (kv + n_own - 1) % STAGES
             acc = _rescale(acc, gl.convert_layout(alpha, row_o))
@@ -334,10 +330,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
 
 
 @gluon.jit
-def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, qe, acc, l_acc, p16,
+def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_acc, p16,
                alpha, m_i, l_i, last, offs_m, start_n, seqlen_k, shift, qk_scale,
                WG: gl.constexpr, CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
-               RELEASE_Q: gl.constexpr, LATE_CVT: gl.constexpr, ONE_PATH: gl.constexpr, ones):
+               LATE_CVT: gl.constexpr, ONE_PATH: gl.constexpr, ones):
     """``_attend_tile``'s last two steps when the last own key tile (ring position ``last``,
     keys from ``start_n``) is visible to this consumer's rows only in its first half: the step
     issues ``S = Q K[last][:BLOCK_N/2]ᵀ`` beside ``P[last-1] V[last-1]`` (whose P, ``p16``, and
@@ -387,8 +383,6 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, qe, acc,
         _turn((WG + 1) % CONSUMERS, True)
     s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s,))
     mbarrier.arrive(k_empty.index(hslot))
-    if RELEASE_Q:
-        mbarrier.arrive(qe)  # the tile's last S product is done
     p, alpha, m_h, l_h = _masked_softmax(s, gl.convert_layout(m_i, row_h),
                                          gl.convert_layout(l_i, row_h), True,
                                          gl.convert_layout(offs_m, row_h), start_n, seqlen_k,
