@@ -164,8 +164,10 @@ def _ws_consumer2(ring, args):
 
 
 @gluon.jit
-def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr):
-    """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer), and ``turn``:
+def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
+                   CONSUMER_WARPS: gl.constexpr):
+    """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer thread,
+    ``fwd_gluon_tile._release``), and ``turn``:
     a buffer never read, [consumers, 1] with ping-pong and [1, 1] without, whose shape tells
     the consumers how many take turns (constexprs do not reach the partitions, a buffer's
     shape does; the turns themselves run on named barriers, ``fwd_gluon_tile._turn``)."""
@@ -176,8 +178,8 @@ def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.c
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=CONSUMERS)
-        mbarrier.init(v_empty.index(i), count=CONSUMERS)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS * CONSUMER_WARPS * 32)
+        mbarrier.init(v_empty.index(i), count=CONSUMERS * CONSUMER_WARPS * 32)
     TURNS: gl.constexpr = CONSUMERS if PINGPONG else 1
     turn = gl.allocate_shared_memory(gl.int64, [TURNS, 1], mbarrier.MBarrierLayout())
     return k_ready, k_empty, v_ready, v_empty, turn
@@ -226,7 +228,8 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
-    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS,
+                                                              CONSUMER_WARPS)
     ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
@@ -524,7 +527,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
-    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS)
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS,
+                                                              CONSUMER_WARPS)
     ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier,
                                                               warpgroup_mma, warpgroup_mma_wait)
 
@@ -26,6 +27,24 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 # +0.4%, about the +-0.8% its rows without ping-pong moved (docs/perf-log.md, session 26). A
 # program's last hand-over is never waited for; it ends with the program.
 TURN_BARRIER = gl.constexpr(8)
+
+
+@gluon.jit
+def _release(empty, EVERY_THREAD: gl.constexpr):
+    """A consumer's release of a K or V ring slot on its empty barrier, which counts every
+    consumer thread (``fwd_gluon._ring_barriers``). ``EVERY_THREAD``: each thread arrives
+    once, after its own wait for the products that read the slot
+    (``cp.async.mbarrier.arrive.noinc``, which counts once the thread's earlier ``cp.async``
+    copies are done: the consumers issue none, so at once). Otherwise one thread arrives for
+    the warpgroup (``mbarrier.arrive``), and Triton puts a warpgroup barrier before it, so that
+    every thread is past its reads. Each thread's own arrival needs no barrier: two warpgroup
+    barriers fewer a step, K's and V's (docs/perf-log.md, session 39). The three-consumer
+    kernel's V slots are released by one thread: with 160 registers a thread, ptxas spills
+    more with the per-thread arrival there (632 against 484 bytes, sm_90a)."""
+    if EVERY_THREAD:
+        async_copy.mbarrier_arrive(empty, increment_count=False)
+    else:
+        mbarrier.arrive(empty, count=gl.num_warps() * 32)
 
 
 @gluon.jit
@@ -188,22 +207,22 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
 
 
 @gluon.jit
-def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr):
+def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, V_BY_ONE: gl.constexpr):
     """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
-    same P operand), then release the V slot (``v_free``, its empty barrier). Returns (acc,
-    l_acc)."""
+    same P operand), then release the V slot (``v_free``, its empty barrier; ``V_BY_ONE``: by
+    one thread, ``_release``). Returns (acc, l_acc)."""
     if ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
     else:
         acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-    mbarrier.arrive(v_free)
+    _release(v_free, not V_BY_ONE)
     return acc, l_acc
 
 
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, zero_s, kv,
                  n_tiles, n_own, n_full, n_half, offs_m, seqlen_k, shift, qk_scale,
-                 WG: gl.constexpr, BLOCK_N: gl.constexpr, LATE_CVT: gl.constexpr,
+                 WG: gl.constexpr, BLOCK_N: gl.constexpr, V_BY_ONE: gl.constexpr,
                  ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
@@ -215,8 +234,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     start at ``kv`` (the persistent kernel carries them across tiles; its producer reloads Q
     once every consumer has released the tile's last K slot). ``ONE_PATH``:
     ``_masked_softmax``'s.
-    ``LATE_CVT`` (three consumers, 160 registers each): P is cast to 16 bits only after
-    ``P[j] V[j]`` has retired, so the two register copies of P are never live together.
+    P is cast to 16 bits only after ``P[j] V[j]`` has retired, so the two register copies of
+    P are never live together. ``V_BY_ONE`` (three consumers): ``_release``'s.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
     passed on, so that every consumer keeps the same step count on the shared barriers.
     ``ones``: an [8, BLOCK_N] tile of ones (``_ones_tile``), then P's row sums come from the
@@ -257,7 +276,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                           zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        mbarrier.arrive(k_empty.index(slot0))
+        _release(k_empty.index(slot0), True)
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA)
@@ -281,20 +300,20 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if PINGPONG:
                 _turn((WG + 1) % CONSUMERS, True)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
-            mbarrier.arrive(k_empty.index(nslot))
+            _release(k_empty.index(nslot), True)
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
-            if not LATE_CVT:
-                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-            acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA)
-            if LATE_CVT:
-                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
+            acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
+                                    V_BY_ONE)
+            # (cast after the wait: cast before it, with each thread's own V release, ptxas
+            # copied P into the operand registers by 35 more moves a step: d64, sm_90a)
+            p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         if n_half > 0:
             acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                        acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
                                        offs_m, (n_own - 1) * BLOCK_N, seqlen_k, shift,
-                                       qk_scale, WG, CONSUMERS, BLOCK_N, LATE_CVT, ONE_PATH,
+                                       qk_scale, WG, CONSUMERS, BLOCK_N, V_BY_ONE, ONE_PATH,
                                        ones)
         else:
             slot = (kv + n_own - 1) % STAGES
@@ -310,7 +329,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
             else:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(slot))
+            _release(v_empty.index(slot), not V_BY_ONE)
     # tiles past this consumer's own: release each slot once it is filled (an arrival before
     # the fill could count towards the slot's previous use); tile i stands for step i - 1,
     # whose turn is taken and passed on around it, as a computed step would
@@ -320,9 +339,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if i > 0:
                 _turn(WG, False)
         mbarrier.wait(k_ready.index(slot), ((kv + i) // STAGES) & 1)
-        mbarrier.arrive(k_empty.index(slot))
+        _release(k_empty.index(slot), True)
         mbarrier.wait(v_ready.index(slot), ((kv + i) // STAGES) & 1)
-        mbarrier.arrive(v_empty.index(slot))
+        _release(v_empty.index(slot), not V_BY_ONE)
         if PINGPONG:
             if i > 0:
                 _turn((WG + 1) % CONSUMERS, True)
@@ -333,7 +352,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
 def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_acc, p16,
                alpha, m_i, l_i, last, offs_m, start_n, seqlen_k, shift, qk_scale,
                WG: gl.constexpr, CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
-               LATE_CVT: gl.constexpr, ONE_PATH: gl.constexpr, ones):
+               V_BY_ONE: gl.constexpr, ONE_PATH: gl.constexpr, ones):
     """``_attend_tile``'s last two steps when the last own key tile (ring position ``last``,
     keys from ``start_n``) is visible to this consumer's rows only in its first half: the step
     issues ``S = Q K[last][:BLOCK_N/2]ᵀ`` beside ``P[last-1] V[last-1]`` (whose P, ``p16``, and
@@ -382,16 +401,13 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     if CONSUMERS > 1:
         _turn((WG + 1) % CONSUMERS, True)
     s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s,))
-    mbarrier.arrive(k_empty.index(hslot))
+    _release(k_empty.index(hslot), True)
     p, alpha, m_h, l_h = _masked_softmax(s, gl.convert_layout(m_i, row_h),
                                          gl.convert_layout(l_i, row_h), True,
                                          gl.convert_layout(offs_m, row_h), start_n, seqlen_k,
                                          shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
-    if not LATE_CVT:
-        p16 = _to_16bit(p, dtype, True)
-    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA)
-    if LATE_CVT:
-        p16 = _to_16bit(p, dtype, True)
+    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA, V_BY_ONE)
+    p16 = _to_16bit(p, dtype, True)
     if ROWSUM_MMA:
         # the sums so far (any of the 8 columns), rescaled, plus the half step's
         l_h = gl.convert_layout(gl.max(l_acc, 1), row_h) * alpha + gl.sum(p16.to(gl.float32), 1)
@@ -402,7 +418,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     acc = warpgroup_mma(p_op, v_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF),
                         acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(v_empty.index(hslot))
+    _release(v_empty.index(hslot), not V_BY_ONE)
     return acc, gl.convert_layout(m_h, row_s), gl.convert_layout(l_h, row_s)
 
 
