@@ -35,7 +35,8 @@ from flashtriton.kernels.schedule import (HEAD_MAJOR, ROW_MAJOR, causal_fwd_orde
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
-from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile, _turn
+from flashtriton.kernels.fwd_gluon_tile import (ONE_THREAD, OWN_K, OWN_KV, _attend_tile,
+                                                _normalize, _ones_tile, _turn)
 
 _empty = torch.empty
 
@@ -134,8 +135,8 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     mbarrier.wait(qb, 0)
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  zero_s, 0, n_tiles, n_own, n_full, n_half, offs_m, seqlen_k,
-                                 shift, qk_scale, WG, BLOCK_N, q_smem.type.shape[0] > 2, False,
-                                 ones)
+                                 shift, qk_scale, WG, BLOCK_N, q_smem.type.shape[0] > 2,
+                                 ONE_THREAD, False, ones)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -165,9 +166,9 @@ def _ws_consumer2(ring, args):
 
 @gluon.jit
 def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
-                   CONSUMER_WARPS: gl.constexpr):
-    """The K/V rings' ready / empty mbarriers (empty: one arrival per consumer thread,
-    ``fwd_gluon_tile._release``), and ``turn``:
+                   K_ARRIVALS: gl.constexpr, V_ARRIVALS: gl.constexpr):
+    """The K/V rings' ready / empty mbarriers (empty: K_ARRIVALS / V_ARRIVALS per consumer, 1
+    or its thread count: ``fwd_gluon_tile._release``), and ``turn``:
     a buffer never read, [consumers, 1] with ping-pong and [1, 1] without, whose shape tells
     the consumers how many take turns (constexprs do not reach the partitions, a buffer's
     shape does; the turns themselves run on named barriers, ``fwd_gluon_tile._turn``)."""
@@ -178,8 +179,8 @@ def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.c
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=CONSUMERS * CONSUMER_WARPS * 32)
-        mbarrier.init(v_empty.index(i), count=CONSUMERS * CONSUMER_WARPS * 32)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS * K_ARRIVALS)
+        mbarrier.init(v_empty.index(i), count=CONSUMERS * V_ARRIVALS)
     TURNS: gl.constexpr = CONSUMERS if PINGPONG else 1
     turn = gl.allocate_shared_memory(gl.int64, [TURNS, 1], mbarrier.MBarrierLayout())
     return k_ready, k_empty, v_ready, v_empty, turn
@@ -228,8 +229,8 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
-    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS,
-                                                              CONSUMER_WARPS)
+    # (one arrival per consumer: _ws_consumer releases by ONE_THREAD)
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS, 1, 1)
     ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
@@ -458,8 +459,8 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
             loaded += 1
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, zero_s, kv, n_tiles, n_own, n_full, n_half, offs_m,
-                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, CONSUMERS > 2,
-                                     ONE_PATH, ones)
+                                     seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
+                                     OWN_K if CONSUMERS > 2 else OWN_KV, ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
@@ -527,8 +528,10 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
-    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS,
-                                                              CONSUMER_WARPS)
+    # (_pers_consumer releases K by each thread, V too on two consumers: OWN_KV / OWN_K)
+    k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(
+        STAGES, PINGPONG, CONSUMERS, CONSUMER_WARPS * 32,
+        CONSUMER_WARPS * 32 if CONSUMERS == 2 else 1)
     ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)

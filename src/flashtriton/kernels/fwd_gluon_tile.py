@@ -29,22 +29,33 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 TURN_BARRIER = gl.constexpr(8)
 
 
+# How a consumer releases its K and V ring slots (``_attend_tile``'s RELEASE): one thread for
+# the warpgroup, K and V (the one-program-per-tile kernel); each thread its own, K only (the
+# persistent kernel on three consumers); each thread its own, K and V (persistent, two).
+ONE_THREAD = gl.constexpr(0)
+OWN_K = gl.constexpr(1)
+OWN_KV = gl.constexpr(2)
+
+
 @gluon.jit
-def _release(empty, EVERY_THREAD: gl.constexpr):
-    """A consumer's release of a K or V ring slot on its empty barrier, which counts every
-    consumer thread (``fwd_gluon._ring_barriers``). ``EVERY_THREAD``: each thread arrives
+def _release(empty, OWN: gl.constexpr):
+    """A consumer's release of a K or V ring slot on its empty barrier (which
+    ``fwd_gluon._ring_barriers`` counts as ``RELEASE`` arrives). ``OWN``: each thread arrives
     once, after its own wait for the products that read the slot
     (``cp.async.mbarrier.arrive.noinc``, which counts once the thread's earlier ``cp.async``
     copies are done: the consumers issue none, so at once). Otherwise one thread arrives for
-    the warpgroup (``mbarrier.arrive``), and Triton puts a warpgroup barrier before it, so that
-    every thread is past its reads. Each thread's own arrival needs no barrier: two warpgroup
-    barriers fewer a step, K's and V's (docs/perf-log.md, session 39). The three-consumer
-    kernel's V slots are released by one thread: with 160 registers a thread, ptxas spills
-    more with the per-thread arrival there (632 against 484 bytes, sm_90a)."""
-    if EVERY_THREAD:
+    the warpgroup (``mbarrier.arrive``), after the warpgroup barrier Triton puts before it so
+    that every thread is past its reads. Each thread's own arrival needs no barrier: in the
+    persistent kernel on two consumers, two warpgroup barriers fewer a step. In-process A/B
+    against one thread's (docs/perf-log.md, session 39): persistent d64 1k +2.9% (paired
+    +1.1..+6.4%), d128 4k +1.7% (+0.4..+3.8%); the one-program-per-tile kernel (d128 from 16k
+    keys) -1.0% (-1.9..-0.4%), so it keeps one thread's. On three consumers V is released by
+    one thread: with 160 registers a thread, ptxas spills more with each thread's V arrival
+    there (632 against 484 bytes, d64 causal, sm_90a)."""
+    if OWN:
         async_copy.mbarrier_arrive(empty, increment_count=False)
     else:
-        mbarrier.arrive(empty, count=gl.num_warps() * 32)
+        mbarrier.arrive(empty)
 
 
 @gluon.jit
@@ -207,22 +218,23 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
 
 
 @gluon.jit
-def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, V_BY_ONE: gl.constexpr):
+def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.constexpr):
     """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
-    same P operand), then release the V slot (``v_free``, its empty barrier; ``V_BY_ONE``: by
-    one thread, ``_release``). Returns (acc, l_acc)."""
+    same P operand), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
+    ``_release``'s ``OWN``). Returns (acc, l_acc)."""
     if ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
     else:
         acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-    _release(v_free, not V_BY_ONE)
+    _release(v_free, OWN_V)
     return acc, l_acc
 
 
 @gluon.jit
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, zero_s, kv,
                  n_tiles, n_own, n_full, n_half, offs_m, seqlen_k, shift, qk_scale,
-                 WG: gl.constexpr, BLOCK_N: gl.constexpr, V_BY_ONE: gl.constexpr,
+                 WG: gl.constexpr, BLOCK_N: gl.constexpr, LATE_CVT: gl.constexpr,
+                 RELEASE: gl.constexpr,
                  ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
@@ -234,8 +246,11 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     start at ``kv`` (the persistent kernel carries them across tiles; its producer reloads Q
     once every consumer has released the tile's last K slot). ``ONE_PATH``:
     ``_masked_softmax``'s.
-    P is cast to 16 bits only after ``P[j] V[j]`` has retired, so the two register copies of
-    P are never live together. ``V_BY_ONE`` (three consumers): ``_release``'s.
+    ``LATE_CVT`` (three consumers, 160 registers each; and the persistent kernel): P is cast
+    to 16 bits only after ``P[j] V[j]`` has retired, so the two register copies of P are never
+    live together (with each thread's own V release, a cast before the wait made ptxas copy P
+    into the operand registers by 35 more moves a step: d64, sm_90a). ``RELEASE``: how the
+    ring slots are released (``ONE_THREAD``, ``OWN_K``, ``OWN_KV``; ``_release``).
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
     passed on, so that every consumer keeps the same step count on the shared barriers.
     ``ones``: an [8, BLOCK_N] tile of ones (``_ones_tile``), then P's row sums come from the
@@ -276,7 +291,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                           zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        _release(k_empty.index(slot0), True)
+        _release(k_empty.index(slot0), RELEASE != ONE_THREAD)
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA)
@@ -300,20 +315,22 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if PINGPONG:
                 _turn((WG + 1) % CONSUMERS, True)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
-            _release(k_empty.index(nslot), True)
+            _release(k_empty.index(nslot), RELEASE != ONE_THREAD)
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
+            if not LATE_CVT:
+                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
             acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
-                                    V_BY_ONE)
-            # (cast after the wait: cast before it, with each thread's own V release, ptxas
-            # copied P into the operand registers by 35 more moves a step: d64, sm_90a)
-            p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
+                                    RELEASE == OWN_KV)
+            if LATE_CVT:
+                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         if n_half > 0:
             acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                        acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
                                        offs_m, (n_own - 1) * BLOCK_N, seqlen_k, shift,
-                                       qk_scale, WG, CONSUMERS, BLOCK_N, V_BY_ONE, ONE_PATH,
+                                       qk_scale, WG, CONSUMERS, BLOCK_N, LATE_CVT, RELEASE,
+                                       ONE_PATH,
                                        ones)
         else:
             slot = (kv + n_own - 1) % STAGES
@@ -329,7 +346,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
             else:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            _release(v_empty.index(slot), not V_BY_ONE)
+            _release(v_empty.index(slot), RELEASE == OWN_KV)
     # tiles past this consumer's own: release each slot once it is filled (an arrival before
     # the fill could count towards the slot's previous use); tile i stands for step i - 1,
     # whose turn is taken and passed on around it, as a computed step would
@@ -339,9 +356,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if i > 0:
                 _turn(WG, False)
         mbarrier.wait(k_ready.index(slot), ((kv + i) // STAGES) & 1)
-        _release(k_empty.index(slot), True)
+        _release(k_empty.index(slot), RELEASE != ONE_THREAD)
         mbarrier.wait(v_ready.index(slot), ((kv + i) // STAGES) & 1)
-        _release(v_empty.index(slot), not V_BY_ONE)
+        _release(v_empty.index(slot), RELEASE == OWN_KV)
         if PINGPONG:
             if i > 0:
                 _turn((WG + 1) % CONSUMERS, True)
@@ -352,7 +369,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
 def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_acc, p16,
                alpha, m_i, l_i, last, offs_m, start_n, seqlen_k, shift, qk_scale,
                WG: gl.constexpr, CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
-               V_BY_ONE: gl.constexpr, ONE_PATH: gl.constexpr, ones):
+               LATE_CVT: gl.constexpr, RELEASE: gl.constexpr, ONE_PATH: gl.constexpr, ones):
     """``_attend_tile``'s last two steps when the last own key tile (ring position ``last``,
     keys from ``start_n``) is visible to this consumer's rows only in its first half: the step
     issues ``S = Q K[last][:BLOCK_N/2]ᵀ`` beside ``P[last-1] V[last-1]`` (whose P, ``p16``, and
@@ -401,13 +418,17 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     if CONSUMERS > 1:
         _turn((WG + 1) % CONSUMERS, True)
     s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s,))
-    _release(k_empty.index(hslot), True)
+    _release(k_empty.index(hslot), RELEASE != ONE_THREAD)
     p, alpha, m_h, l_h = _masked_softmax(s, gl.convert_layout(m_i, row_h),
                                          gl.convert_layout(l_i, row_h), True,
                                          gl.convert_layout(offs_m, row_h), start_n, seqlen_k,
                                          shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
-    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA, V_BY_ONE)
-    p16 = _to_16bit(p, dtype, True)
+    if not LATE_CVT:
+        p16 = _to_16bit(p, dtype, True)
+    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
+                            RELEASE == OWN_KV)
+    if LATE_CVT:
+        p16 = _to_16bit(p, dtype, True)
     if ROWSUM_MMA:
         # the sums so far (any of the 8 columns), rescaled, plus the half step's
         l_h = gl.convert_layout(gl.max(l_acc, 1), row_h) * alpha + gl.sum(p16.to(gl.float32), 1)
@@ -418,7 +439,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     acc = warpgroup_mma(p_op, v_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF),
                         acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    _release(v_empty.index(hslot), not V_BY_ONE)
+    _release(v_empty.index(hslot), RELEASE == OWN_KV)
     return acc, gl.convert_layout(m_h, row_s), gl.convert_layout(l_h, row_s)
 
 
