@@ -35,8 +35,7 @@ from flashtriton.kernels.schedule import (HEAD_MAJOR, ROW_MAJOR, causal_fwd_orde
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
-from flashtriton.kernels.fwd_gluon_tile import (ONE_THREAD, OWN_K, OWN_KV, _attend_tile,
-                                                _normalize, _ones_tile, _turn)
+from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile, _turn
 
 _empty = torch.empty
 
@@ -136,7 +135,7 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn,
                                  zero_s, 0, n_tiles, n_own, n_full, n_half, offs_m, seqlen_k,
                                  shift, qk_scale, WG, BLOCK_N, q_smem.type.shape[0] > 2,
-                                 ONE_THREAD, False, ones)
+                                 False, False, False, ones)
 
     out, lse = _normalize(acc, m_i, l_i)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
@@ -229,7 +228,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
-    # (one arrival per consumer: _ws_consumer releases by ONE_THREAD)
+    # (one arrival a consumer: _ws_consumer's releases are one thread's)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(STAGES, PINGPONG, CONSUMERS, 1, 1)
     ones = _ones_tile(ROWSUM_MMA, dtype, BLOCK_N, q_bar)
 
@@ -460,7 +459,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         acc, m_i, l_i = _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                      turn, zero_s, kv, n_tiles, n_own, n_full, n_half, offs_m,
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
-                                     OWN_K if CONSUMERS > 2 else OWN_KV, ONE_PATH, ones)
+                                     True, CONSUMERS == 2, ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
@@ -528,7 +527,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=1)
-    # (_pers_consumer releases K by each thread, V too on two consumers: OWN_KV / OWN_K)
+    # (_pers_consumer releases K by each thread's arrival, V too on two consumers)
     k_ready, k_empty, v_ready, v_empty, turn = _ring_barriers(
         STAGES, PINGPONG, CONSUMERS, CONSUMER_WARPS * 32,
         CONSUMER_WARPS * 32 if CONSUMERS == 2 else 1)

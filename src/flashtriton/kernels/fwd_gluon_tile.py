@@ -29,18 +29,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 TURN_BARRIER = gl.constexpr(8)
 
 
-# How a consumer releases its K and V ring slots (``_attend_tile``'s RELEASE): one thread for
-# the warpgroup, K and V (the one-program-per-tile kernel); each thread its own, K only (the
-# persistent kernel on three consumers); each thread its own, K and V (persistent, two).
-ONE_THREAD = gl.constexpr(0)
-OWN_K = gl.constexpr(1)
-OWN_KV = gl.constexpr(2)
-
-
 @gluon.jit
 def _release(empty, OWN: gl.constexpr):
     """A consumer's release of a K or V ring slot on its empty barrier (which
-    ``fwd_gluon._ring_barriers`` counts as ``RELEASE`` arrives). ``OWN``: each thread arrives
+    ``fwd_gluon._ring_barriers`` counts as the consumers arrive there). ``OWN``: each thread arrives
     once, after its own wait for the products that read the slot
     (``cp.async.mbarrier.arrive.noinc``, which counts once the thread's earlier ``cp.async``
     copies are done: the consumers issue none, so at once). Otherwise one thread arrives for
@@ -234,8 +226,7 @@ def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.con
 def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, zero_s, kv,
                  n_tiles, n_own, n_full, n_half, offs_m, seqlen_k, shift, qk_scale,
                  WG: gl.constexpr, BLOCK_N: gl.constexpr, LATE_CVT: gl.constexpr,
-                 RELEASE: gl.constexpr,
-                 ONE_PATH: gl.constexpr, ones):
+                 OWN_K: gl.constexpr, OWN_V: gl.constexpr, ONE_PATH: gl.constexpr, ones):
     """One consumer's rows against the first ``n_own`` of the ``n_tiles`` key tiles of a tile of
     work (causal: the tiles right of this consumer's last row's diagonal are not its own): per
     step it issues ``S[j+1] = Q Kⱼ₊₁ᵀ`` and ``O += P[j] V[j]`` back to back, then computes the softmax
@@ -249,8 +240,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     ``LATE_CVT`` (three consumers, 160 registers each; and the persistent kernel): P is cast
     to 16 bits only after ``P[j] V[j]`` has retired, so the two register copies of P are never
     live together (with each thread's own V release, a cast before the wait made ptxas copy P
-    into the operand registers by 35 more moves a step: d64, sm_90a). ``RELEASE``: how the
-    ring slots are released (``ONE_THREAD``, ``OWN_K``, ``OWN_KV``; ``_release``).
+    into the operand registers by 35 more moves a step: d64, sm_90a). ``OWN_K`` / ``OWN_V``:
+    the K / V slots released by each thread's own arrival (``_release``): both in the
+    persistent kernel on two consumers, K only on three, neither in the one-program-per-tile
+    kernel.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
     passed on, so that every consumer keeps the same step count on the shared barriers.
     ``ones``: an [8, BLOCK_N] tile of ones (``_ones_tile``), then P's row sums come from the
@@ -291,7 +284,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         s = warpgroup_mma(q_s, k_smem.index(slot0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                           zero_s, use_acc=False, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        _release(k_empty.index(slot0), RELEASE != ONE_THREAD)
+        _release(k_empty.index(slot0), OWN_K)
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA)
@@ -315,23 +308,22 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if PINGPONG:
                 _turn((WG + 1) % CONSUMERS, True)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
-            _release(k_empty.index(nslot), RELEASE != ONE_THREAD)
+            _release(k_empty.index(nslot), OWN_K)
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
             if not LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
             acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
-                                    RELEASE == OWN_KV)
+                                    OWN_V)
             if LATE_CVT:
                 p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
         if n_half > 0:
             acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                        acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
                                        offs_m, (n_own - 1) * BLOCK_N, seqlen_k, shift,
-                                       qk_scale, WG, CONSUMERS, BLOCK_N, LATE_CVT, RELEASE,
-                                       ONE_PATH,
-                                       ones)
+                                       qk_scale, WG, CONSUMERS, BLOCK_N, LATE_CVT, OWN_K, OWN_V,
+                                       ONE_PATH, ones)
         else:
             slot = (kv + n_own - 1) % STAGES
             acc = _rescale(acc, gl.convert_layout(alpha, row_o))
@@ -346,7 +338,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
             else:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            _release(v_empty.index(slot), RELEASE == OWN_KV)
+            _release(v_empty.index(slot), OWN_V)
     # tiles past this consumer's own: release each slot once it is filled (an arrival before
     # the fill could count towards the slot's previous use); tile i stands for step i - 1,
     # whose turn is taken and passed on around it, as a computed step would
@@ -356,9 +348,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             if i > 0:
                 _turn(WG, False)
         mbarrier.wait(k_ready.index(slot), ((kv + i) // STAGES) & 1)
-        _release(k_empty.index(slot), RELEASE != ONE_THREAD)
+        _release(k_empty.index(slot), OWN_K)
         mbarrier.wait(v_ready.index(slot), ((kv + i) // STAGES) & 1)
-        _release(v_empty.index(slot), RELEASE == OWN_KV)
+        _release(v_empty.index(slot), OWN_V)
         if PINGPONG:
             if i > 0:
                 _turn((WG + 1) % CONSUMERS, True)
@@ -369,7 +361,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
 def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_acc, p16,
                alpha, m_i, l_i, last, offs_m, start_n, seqlen_k, shift, qk_scale,
                WG: gl.constexpr, CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
-               LATE_CVT: gl.constexpr, RELEASE: gl.constexpr, ONE_PATH: gl.constexpr, ones):
+               LATE_CVT: gl.constexpr, OWN_K: gl.constexpr, OWN_V: gl.constexpr,
+               ONE_PATH: gl.constexpr, ones):
     """``_attend_tile``'s last two steps when the last own key tile (ring position ``last``,
     keys from ``start_n``) is visible to this consumer's rows only in its first half: the step
     issues ``S = Q K[last][:BLOCK_N/2]ᵀ`` beside ``P[last-1] V[last-1]`` (whose P, ``p16``, and
@@ -418,15 +411,14 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     if CONSUMERS > 1:
         _turn((WG + 1) % CONSUMERS, True)
     s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s,))
-    _release(k_empty.index(hslot), RELEASE != ONE_THREAD)
+    _release(k_empty.index(hslot), OWN_K)
     p, alpha, m_h, l_h = _masked_softmax(s, gl.convert_layout(m_i, row_h),
                                          gl.convert_layout(l_i, row_h), True,
                                          gl.convert_layout(offs_m, row_h), start_n, seqlen_k,
                                          shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
     if not LATE_CVT:
         p16 = _to_16bit(p, dtype, True)
-    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
-                            RELEASE == OWN_KV)
+    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA, OWN_V)
     if LATE_CVT:
         p16 = _to_16bit(p, dtype, True)
     if ROWSUM_MMA:
@@ -439,7 +431,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     acc = warpgroup_mma(p_op, v_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF),
                         acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    _release(v_empty.index(hslot), RELEASE == OWN_KV)
+    _release(v_empty.index(hslot), OWN_V)
     return acc, gl.convert_layout(m_h, row_s), gl.convert_layout(l_h, row_s)
 
 
