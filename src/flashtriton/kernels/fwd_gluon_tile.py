@@ -41,7 +41,8 @@ def _release(empty, OWN: gl.constexpr):
     persistent kernel on two consumers, two warpgroup barriers fewer a step. In-process A/B
     against one thread's (docs/perf-log.md, session 39): persistent d64 1k +2.9% (paired
     +1.1..+6.4%), d128 4k +1.7% (+0.4..+3.8%); the one-program-per-tile kernel (d128 from 16k
-    keys) -1.0% (-1.9..-0.4%), so it keeps one thread's. On three consumers V is released by
+    keys) -1.0% (-1.9..-0.4%), so it keeps one thread's (its K alone by each thread: -0.5%,
+    -2.7..+1.0%, session 40). On three consumers V is released by
     one thread: with 160 registers a thread, ptxas spills more with each thread's V arrival
     there (632 against 484 bytes, d64 causal, sm_90a)."""
     if OWN:
