@@ -79,3 +79,42 @@ def test_rejects_other_csv(tmp_path):
     assert out.returncode == 2 and "not an ncu source-page CSV" in out.stderr
     with pytest.raises(ValueError, match="Address, Source"):
         parse_source_csv('"Kernel Name","k",\n"Address","Other"\n')
+
+
+FWD = os.path.join(os.path.dirname(__file__), "data", "ncu_source_fwd_d64_causal_1k.csv.gz")
+
+
+@pytest.fixture(scope="module")
+def forward():
+    (instrs,) = parse_source_csv(read_text(FWD)).values()
+    return analyse("_attn_fwd_persistent", instrs)
+
+
+def test_loops_split_step_work_from_tile_work(forward):
+    """The d64 causal forward at 1k: in each consumer the tile loop (one pass a tile and warp:
+    4096 tiles x 4 warps) holds the step loop (20 warpgroup MMAs); the first consumer, whose
+    last key tile is a half step outside the loop, runs 2.625 steps a tile, the second 3.5, so
+    the step loop is 46.3% and 64.3% of their executed instructions. The producer's loop over
+    the tiles holds almost all of its work."""
+    parts = {p.index: p for p in forward.partitions}
+    assert [(p.index, p.role) for p in forward.partitions if p.share > 0.02] == [
+        (2, "mma"), (4, "mma"), (7, "loads")]
+    for index, step_passes, step_share in [(2, 43008, 46.3), (4, 57344, 64.3)]:
+        tile, step = parts[index].loops[:2]
+        assert tile.first < step.first and step.last < tile.last
+        assert (tile.passes, tile.hgmma) == (16384, 64)
+        assert (step.passes, step.hgmma, step.instructions) == (step_passes, 20,
+                                                                512 if index == 2 else 511)
+        assert round(step.executed * 100, 1) == step_share
+    assert parts[2].executed == 33392284 and parts[4].executed == 34750236
+    producer = parts[7].loops[0]
+    assert producer.passes == 16384 and producer.hgmma == 0 and producer.executed > 0.95
+
+
+def test_render_lists_the_big_loops_only(forward):
+    text = render(forward)
+    assert "loop 805-1316: 512 instructions (20 HGMMA), 43,008 warp passes, 46.3% of executed" \
+        in text
+    assert "33,392,284 warp instructions executed" in text
+    assert "loop 2000-2027" not in text  # a loop that never ran
+    assert "loop 2000-2027" in render(forward, min_loop=0.0)

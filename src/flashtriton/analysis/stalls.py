@@ -15,8 +15,11 @@ per-instruction warp-state samples can be split there. Record and read:
 Per partition: its share of the samples, the samples by opcode, the stall reasons (ncu's ``stall_*`` columns: e.g.
 ``long_sb`` a long-scoreboard dependency, which is how an mbarrier wait's spin loop shows up,
 ``wait`` a fixed-latency dependency, ``selected`` issuing), and the instructions with the most
-samples. Then the instructions whose shared-memory accesses took more wavefronts than ncu's
-ideal (bank conflicts).
+samples; and the partition's loops (a backward branch and the instructions it jumps back
+over) with their share of the partition's executed instructions and samples, so that a step
+loop's work can be told from the work each tile pays once (the code around it). Then the
+instructions whose shared-memory accesses took more wavefronts than ncu's ideal (bank
+conflicts).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import csv
 import gzip
 import io
 import json
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 
@@ -54,6 +58,17 @@ class Instruction:
 
 
 @dataclass
+class Loop:
+    first: int  # the loop's first instruction (the branch's target), index in its partition
+    last: int  # the backward branch
+    instructions: int  # static instructions, first..last
+    hgmma: int  # warpgroup MMA instructions among them
+    passes: float  # executions of the first instruction (warp-level, summed over the warps)
+    executed: float  # share of the partition's executed (warp-level) instructions
+    samples: float  # share of the partition's samples
+
+
+@dataclass
 class Partition:
     index: int  # 0: the code before the first setmaxnreg
     role: str  # "mma" (warpgroup MMAs), "loads" (TMA loads, no MMA) or "other"
@@ -62,6 +77,8 @@ class Partition:
     reasons: dict[str, float]  # stall reason -> share of this partition's samples
     opcodes: dict[str, float]  # opcode (first word, e.g. MUFU) -> share of this partition's samples
     top: list[tuple[float, str, str]] = field(default_factory=list)  # (share, sass, reason)
+    executed: float = 0.0  # warp-level instructions executed
+    loops: list[Loop] = field(default_factory=list)  # largest share of executed first
 
 
 @dataclass
@@ -145,6 +162,39 @@ def _shares(pairs, total: float) -> dict[str, float]:
     return {name: v / total for name, v in ordered if v > 0} if total else {}
 
 
+_BRANCH_TARGET = re.compile(r"\bBRA\b.*?\b0x([0-9a-fA-F]+)")
+
+
+def find_loops(group: list[Instruction]) -> list[Loop]:
+    """The loops of one partition's instructions (in address order): each ``BRA`` whose
+    target is at or before it closes a loop from that target to itself. Largest share of the
+    partition's executed instructions first."""
+    index = {}
+    for n, ins in enumerate(group):
+        try:
+            index[int(ins.address, 16)] = n
+        except ValueError:
+            continue
+    executed = sum(i.executed for i in group)
+    samples = sum(i.samples for i in group)
+    loops = []
+    for n, ins in enumerate(group):
+        if ins.opcode != "BRA":
+            continue
+        m = _BRANCH_TARGET.search(ins.sass)
+        first = index.get(int(m.group(1), 16)) if m else None
+        if first is None or first > n:
+            continue
+        body = group[first:n + 1]
+        loops.append(Loop(
+            first=first, last=n, instructions=len(body),
+            hgmma=sum(1 for i in body if i.opcode.startswith("HGMMA")),
+            passes=group[first].executed,
+            executed=sum(i.executed for i in body) / executed if executed else 0.0,
+            samples=sum(i.samples for i in body) / samples if samples else 0.0))
+    return sorted(loops, key=lambda x: -x.executed)
+
+
 def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStalls:
     """Split the kernel's instructions into partitions at each ``USETMAXREG`` and summarise."""
     groups: list[list[Instruction]] = [[]]
@@ -164,7 +214,8 @@ def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStall
             reasons=_shares(((r, v) for i in group for r, v in i.reasons.items()), samples),
             opcodes=_shares(((i.opcode.split(".")[0], i.samples) for i in group), samples),
             top=[(i.samples / samples if samples else 0.0, i.sass,
-                  max(i.reasons, key=i.reasons.get) if i.reasons else "") for i in best]))
+                  max(i.reasons, key=i.reasons.get) if i.reasons else "") for i in best],
+            executed=sum(i.executed for i in group), loops=find_loops(group)))
     conflicted = sorted((i for i in instrs if i.shared_excess > 0), key=lambda i: -i.shared_excess)
     return KernelStalls(
         kernel=kernel, samples=total, partitions=parts,
@@ -173,18 +224,27 @@ def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStall
         excess_top=[(i.shared_excess, i.shared_ideal, i.sass) for i in conflicted[:top]])
 
 
-def render(result: KernelStalls, min_share: float = 0.01) -> str:
+def render(result: KernelStalls, min_share: float = 0.01, min_loop: float = 0.05) -> str:
+    """The text report; partitions below ``min_share`` of the samples and loops below
+    ``min_loop`` of their partition's executed instructions are left out."""
     lines = [f"{result.kernel}: {result.samples:,.0f} warp-state samples"]
     for p in result.partitions:
         if p.share < min_share:
             continue
         reasons = ", ".join(f"{r} {v:.0%}" for r, v in list(p.reasons.items())[:5])
         opcodes = ", ".join(f"{op} {v:.0%}" for op, v in list(p.opcodes.items())[:6])
-        lines.append(f"  partition {p.index} ({p.role}): {p.share:.1%} of samples")
+        lines.append(f"  partition {p.index} ({p.role}): {p.share:.1%} of samples, "
+                     f"{p.executed:,.0f} warp instructions executed")
         lines.append(f"    stalls: {reasons}")
         lines.append(f"    by opcode: {opcodes}")
         for share, sass, reason in p.top:
             lines.append(f"    {share:6.1%}  {sass[:70]:70s} {reason}")
+        for loop in p.loops:
+            if loop.executed < min_loop:
+                continue
+            lines.append(f"    loop {loop.first}-{loop.last}: {loop.instructions} instructions "
+                         f"({loop.hgmma} HGMMA), {loop.passes:,.0f} warp passes, "
+                         f"{loop.executed:.1%} of executed, {loop.samples:.1%} of samples")
     if result.shared_wavefronts:
         lines.append(f"  shared-memory wavefronts {result.shared_wavefronts:,.0f}, of which "
                      f"{result.shared_excess:,.0f} ({result.shared_excess / result.shared_wavefronts:.1%})"
@@ -199,6 +259,9 @@ def add_cli_arguments(parser) -> None:
     parser.add_argument("--top", type=int, default=5, help="instructions listed per partition")
     parser.add_argument("--min-share", type=float, default=0.01,
                         help="hide partitions with less than this share of the samples")
+    parser.add_argument("--min-loop", type=float, default=0.05,
+                        help="hide loops with less than this share of their partition's executed "
+                             "instructions")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -212,5 +275,5 @@ def run_cli(args) -> int:
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:
-        print("\n\n".join(render(r, args.min_share) for r in results))
+        print("\n\n".join(render(r, args.min_share, args.min_loop) for r in results))
     return 0
