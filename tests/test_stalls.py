@@ -113,8 +113,20 @@ def test_loops_split_step_work_from_tile_work(forward):
 
 def test_render_lists_the_big_loops_only(forward):
     text = render(forward)
-    assert "loop 805-1316: 512 instructions (20 HGMMA), 43,008 warp passes, 46.3% of executed" \
-        in text
+    assert ("loop 805-1316: 512 instructions (20 HGMMA), 43,008 warp passes of 359 executed, "
+            "46.3% of executed") in text
     assert "33,392,284 warp instructions executed" in text
     assert "loop 2000-2027" not in text  # a loop that never ran
     assert "loop 2000-2027" in render(forward, min_loop=0.0)
+
+
+def test_loop_work_per_pass(forward):
+    """Instructions a pass, and a tile's work outside its step loop: the first consumer 2,032
+    a tile and warp, 1,090 of them outside the step loop (359 a step); the second 752 (390 a
+    step)."""
+    parts = {p.index: p for p in forward.partitions}
+    (tile0, step0), (tile1, step1) = parts[2].loops[:2], parts[4].loops[:2]
+    assert [round(x.per_pass) for x in (tile0, step0, tile1, step1)] == [2032, 359, 2115, 390]
+    assert [round(x.outside_inner) for x in (tile0, tile1)] == [1090, 752]
+    assert step0.outside_inner == step0.per_pass  # nothing nested in a step
+    assert "16,384 warp passes of 2,032 executed (1,090 outside its inner loops)" in render(forward)

@@ -16,8 +16,9 @@ Per partition: its share of the samples, the samples by opcode, the stall reason
 ``long_sb`` a long-scoreboard dependency, which is how an mbarrier wait's spin loop shows up,
 ``wait`` a fixed-latency dependency, ``selected`` issuing), and the instructions with the most
 samples; and the partition's loops (a backward branch and the instructions it jumps back
-over) with their share of the partition's executed instructions and samples, so that a step
-loop's work can be told from the work each tile pays once (the code around it). Then the
+over) with their share of the partition's executed instructions and samples, the instructions
+a warp executes per pass and how many of those lie outside the loops nested in it, so that a
+step loop's work can be told from the work each tile pays once (the code around it). Then the
 instructions whose shared-memory accesses took more wavefronts than ncu's ideal (bank
 conflicts).
 """
@@ -66,6 +67,8 @@ class Loop:
     passes: float  # executions of the first instruction (warp-level, summed over the warps)
     executed: float  # share of the partition's executed (warp-level) instructions
     samples: float  # share of the partition's samples
+    per_pass: float = 0.0  # executed instructions a pass (a warp's trip through the body)
+    outside_inner: float = 0.0  # of those, the ones outside the loops nested in it
 
 
 @dataclass
@@ -177,21 +180,34 @@ def find_loops(group: list[Instruction]) -> list[Loop]:
             continue
     executed = sum(i.executed for i in group)
     samples = sum(i.samples for i in group)
-    loops = []
+    spans = []
     for n, ins in enumerate(group):
         if ins.opcode != "BRA":
             continue
         m = _BRANCH_TARGET.search(ins.sass)
         first = index.get(int(m.group(1), 16)) if m else None
-        if first is None or first > n:
-            continue
-        body = group[first:n + 1]
+        if first is not None and first <= n:
+            spans.append((first, n))
+
+    def body_executed(a, b):
+        return sum(i.executed for i in group[a:b + 1])
+
+    loops = []
+    for a, b in spans:
+        inner = [(c, d) for c, d in spans if a <= c and d <= b and (c, d) != (a, b)]
+        outermost = [(c, d) for c, d in inner
+                     if not any(e <= c and d <= f and (e, f) != (c, d) for e, f in inner)]
+        total = body_executed(a, b)
+        passes = group[a].executed
         loops.append(Loop(
-            first=first, last=n, instructions=len(body),
-            hgmma=sum(1 for i in body if i.opcode.startswith("HGMMA")),
-            passes=group[first].executed,
-            executed=sum(i.executed for i in body) / executed if executed else 0.0,
-            samples=sum(i.samples for i in body) / samples if samples else 0.0))
+            first=a, last=b, instructions=b - a + 1,
+            hgmma=sum(1 for i in group[a:b + 1] if i.opcode.startswith("HGMMA")),
+            passes=passes,
+            executed=total / executed if executed else 0.0,
+            samples=sum(i.samples for i in group[a:b + 1]) / samples if samples else 0.0,
+            per_pass=total / passes if passes else 0.0,
+            outside_inner=((total - sum(body_executed(c, d) for c, d in outermost)) / passes
+                           if passes else 0.0)))
     return sorted(loops, key=lambda x: -x.executed)
 
 
@@ -242,9 +258,12 @@ def render(result: KernelStalls, min_share: float = 0.01, min_loop: float = 0.05
         for loop in p.loops:
             if loop.executed < min_loop:
                 continue
+            inner = (f" ({loop.outside_inner:,.0f} outside its inner loops)"
+                     if loop.outside_inner < loop.per_pass - 0.5 else "")
             lines.append(f"    loop {loop.first}-{loop.last}: {loop.instructions} instructions "
-                         f"({loop.hgmma} HGMMA), {loop.passes:,.0f} warp passes, "
-                         f"{loop.executed:.1%} of executed, {loop.samples:.1%} of samples")
+                         f"({loop.hgmma} HGMMA), {loop.passes:,.0f} warp passes of "
+                         f"{loop.per_pass:,.0f} executed{inner}, {loop.executed:.1%} of "
+                         f"executed, {loop.samples:.1%} of samples")
     if result.shared_wavefronts:
         lines.append(f"  shared-memory wavefronts {result.shared_wavefronts:,.0f}, of which "
                      f"{result.shared_excess:,.0f} ({result.shared_excess / result.shared_wavefronts:.1%})"
