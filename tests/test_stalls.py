@@ -130,3 +130,11 @@ def test_loop_work_per_pass(forward):
     assert [round(x.outside_inner) for x in (tile0, tile1)] == [1090, 752]
     assert step0.outside_inner == step0.per_pass  # nothing nested in a step
     assert "16,384 warp passes of 2,032 executed (1,090 outside its inner loops)" in render(forward)
+
+
+def test_cli_min_loop():
+    """``--min-loop`` reaches the report: 0 lists the loop that never ran, the default does not."""
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "flashtriton.cli", "stalls", FWD, *extra], capture_output=True,
+        text=True, check=True).stdout
+    assert "loop 2000-2027" in run("--min-loop", "0") and "loop 2000-2027" not in run()
