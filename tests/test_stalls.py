@@ -105,10 +105,10 @@ def test_loops_split_step_work_from_tile_work(forward):
         assert (tile.passes, tile.hgmma) == (16384, 64)
         assert (step.passes, step.hgmma, step.instructions) == (step_passes, 20,
                                                                 512 if index == 2 else 511)
-        assert round(step.executed * 100, 1) == step_share
+        assert round(step.executed_share * 100, 1) == step_share
     assert parts[2].executed == 33392284 and parts[4].executed == 34750236
     producer = parts[7].loops[0]
-    assert producer.passes == 16384 and producer.hgmma == 0 and producer.executed > 0.95
+    assert producer.passes == 16384 and producer.hgmma == 0 and producer.executed_share > 0.95
 
 
 def test_render_lists_the_big_loops_only(forward):

@@ -32,6 +32,7 @@ import json
 import re
 import sys
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXCESS = "L1 Wavefronts Shared Excessive"
@@ -65,10 +66,10 @@ class Loop:
     instructions: int  # static instructions, first..last
     hgmma: int  # warpgroup MMA instructions among them
     passes: float  # executions of the first instruction (warp-level, summed over the warps)
-    executed: float  # share of the partition's executed (warp-level) instructions
-    samples: float  # share of the partition's samples
-    per_pass: float = 0.0  # executed instructions a pass (a warp's trip through the body)
-    outside_inner: float = 0.0  # of those, the ones outside the loops nested in it
+    executed_share: float  # of the partition's executed (warp-level) instructions
+    samples_share: float  # of the partition's samples
+    per_pass: float  # executed instructions a pass (a warp's trip through the body)
+    outside_inner: float  # of those, the ones outside the loops nested in it
 
 
 @dataclass
@@ -178,8 +179,10 @@ def find_loops(group: list[Instruction]) -> list[Loop]:
             index[int(ins.address, 16)] = n
         except ValueError:
             continue
-    executed = sum(i.executed for i in group)
-    samples = sum(i.samples for i in group)
+    # running sums, so that a span's totals are one subtraction
+    run_executed = [0.0, *accumulate(i.executed for i in group)]
+    run_samples = [0.0, *accumulate(i.samples for i in group)]
+    executed, samples = run_executed[-1], run_samples[-1]
     spans = []
     for n, ins in enumerate(group):
         if ins.opcode != "BRA":
@@ -190,7 +193,7 @@ def find_loops(group: list[Instruction]) -> list[Loop]:
             spans.append((first, n))
 
     def body_executed(a, b):
-        return sum(i.executed for i in group[a:b + 1])
+        return run_executed[b + 1] - run_executed[a]
 
     loops = []
     for a, b in spans:
@@ -203,12 +206,12 @@ def find_loops(group: list[Instruction]) -> list[Loop]:
             first=a, last=b, instructions=b - a + 1,
             hgmma=sum(1 for i in group[a:b + 1] if i.opcode.startswith("HGMMA")),
             passes=passes,
-            executed=total / executed if executed else 0.0,
-            samples=sum(i.samples for i in group[a:b + 1]) / samples if samples else 0.0,
+            executed_share=total / executed if executed else 0.0,
+            samples_share=(run_samples[b + 1] - run_samples[a]) / samples if samples else 0.0,
             per_pass=total / passes if passes else 0.0,
             outside_inner=((total - sum(body_executed(c, d) for c, d in outermost)) / passes
                            if passes else 0.0)))
-    return sorted(loops, key=lambda x: -x.executed)
+    return sorted(loops, key=lambda x: -x.executed_share)
 
 
 def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStalls:
@@ -256,14 +259,14 @@ def render(result: KernelStalls, min_share: float = 0.01, min_loop: float = 0.05
         for share, sass, reason in p.top:
             lines.append(f"    {share:6.1%}  {sass[:70]:70s} {reason}")
         for loop in p.loops:
-            if loop.executed < min_loop:
+            if loop.executed_share < min_loop:
                 continue
             inner = (f" ({loop.outside_inner:,.0f} outside its inner loops)"
                      if loop.outside_inner < loop.per_pass - 0.5 else "")
             lines.append(f"    loop {loop.first}-{loop.last}: {loop.instructions} instructions "
                          f"({loop.hgmma} HGMMA), {loop.passes:,.0f} warp passes of "
-                         f"{loop.per_pass:,.0f} executed{inner}, {loop.executed:.1%} of "
-                         f"executed, {loop.samples:.1%} of samples")
+                         f"{loop.per_pass:,.0f} executed{inner}, {loop.executed_share:.1%} of "
+                         f"executed, {loop.samples_share:.1%} of samples")
     if result.shared_wavefronts:
         lines.append(f"  shared-memory wavefronts {result.shared_wavefronts:,.0f}, of which "
                      f"{result.shared_excess:,.0f} ({result.shared_excess / result.shared_wavefronts:.1%})"
