@@ -111,3 +111,26 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert configs.gluon_fwd_config(torch.bfloat16, 128, False, False, 1024) is None
     assert configs.gluon_bwd_config(torch.bfloat16, 128, False) is None
+
+
+def test_fast_divisor_divides_exactly():
+    """``fwd_gluon.fast_divisor``: (n · m) >> p == n // d for every n below 2^31, checked at
+    the ends of the range and on random values, for divisors 1, powers of two, the largest,
+    and random ones; the product stays below 2^63 (the kernel's int64 multiply)."""
+    import random
+
+    from flashtriton.kernels.fwd_gluon import fast_divisor
+
+    rng = random.Random(41)
+    divisors = [1, 2, 3, 7, 8, 64, 100, 127, 128, 1000, 2**16 + 1, 2**30, 2**31 - 1]
+    divisors += [rng.randrange(1, 2**31) for _ in range(200)]
+    for d in divisors:
+        packed = fast_divisor(d)
+        m, p = packed & 0xFFFFFFFF, packed >> 32
+        ns = [0, 1, d - 1, d, d + 1, 2**31 - 1] + [rng.randrange(0, 2**31) for _ in range(200)]
+        for n in ns:
+            if 0 <= n < 2**31:
+                assert n * m < 2**63 and (n * m) >> p == n // d, (n, d)
+    for bad in (0, -3, 2**31):
+        with pytest.raises(ValueError, match="outside"):
+            fast_divisor(bad)

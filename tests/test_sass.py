@@ -29,7 +29,7 @@ SASS_SAMPLE = """
 def test_instruction_counter_matches_whole_opcodes():
     c = count_instructions(SASS_SAMPLE)
     assert c == {"HGMMA": 1, "QGMMA": 0, "HMMA": 0, "LDS": 1, "LDSM": 1, "STS": 1, "LDGSTS": 1,
-                 "UTMALDG": 0, "UTMAREDG": 0, "MUFU": 0}
+                 "UTMALDG": 0, "UTMAREDG": 0, "MUFU": 0, "I2F": 0}
 
 
 def test_local_memory_counted_per_setmaxnreg_region():
@@ -113,7 +113,7 @@ def test_default_is_the_production_forward_as_the_h200_runs_it():
     assert r["instructions"]["UTMALDG"] > 0, r["instructions"]  # TMA loads
     assert r["instructions"]["HGMMA"] > 0, r["instructions"]  # bf16 dots become warpgroup MMAs
     assert set(r["instructions"]) == {"HGMMA", "QGMMA", "HMMA", "LDS", "LDSM", "STS", "LDGSTS",
-                                      "UTMALDG", "UTMAREDG", "MUFU"}
+                                      "UTMALDG", "UTMAREDG", "MUFU", "I2F"}
 
 
 def test_pointer_loads_variant():
@@ -397,7 +397,9 @@ for d, block_m, block_n, persistent in [(128, 128, 128, False), (64, 192, 128, T
     alphas = [re.findall(r"mul\\.f32 %r\\d+, %r\\d+, (%r\\d+);", b) for b in blocks]
     pairs = all(len(a) == d // 2 and len(set(a)) == 2 and a[0] == a[1] != a[2] == a[3]
                 and a[:4] * (len(a) // 4) == a for a in alphas)
-    out.append([len(blocks), pairs, len(re.findall(r"div\\.[a-z.]*f32", ptx))])
+    out.append([len(blocks), pairs, len(re.findall(r"div\\.[a-z.]*f32", ptx)),
+                len(re.findall(r"lg2\\.approx\\.ftz\\.f32", ptx)),
+                len(re.findall(r"rcp\\.approx\\.ftz\\.f32", ptx))])
 print(json.dumps(out))
 """
 
@@ -406,11 +408,13 @@ def test_forward_rescale_skipped_by_a_warp_vote():
     """O's rescale (``fwd_gluon_tile._rescale``): at least one voted block per consumer, each
     multiplying a thread's d/2 accumulator values by its two rows' alphas in pairs (r, r, r+8,
     r+8: the accumulator's register order, which the vote's two alphas assume); and the final
-    normalization divides once per row, not once per value (d/2 divisions a consumer before)."""
+    normalization (``fwd_gluon_tile._normalize``) takes one approximate reciprocal and log2 per
+    row, a thread's two rows in each consumer, and divides nowhere (d/2 divisions a consumer
+    before session 22, one exact division per row until session 41)."""
     rows = compile_child(_RESCALE_CHILD)
-    for (blocks, pairs, divs), consumers, d in zip(rows, (2, 3, 2), (128, 64, 256)):
+    for (blocks, pairs, divs, lg2, rcp), consumers, d in zip(rows, (2, 3, 2), (128, 64, 256)):
         assert blocks >= consumers and pairs, (d, blocks, pairs)
-        assert divs <= 4 * consumers < d // 2, (d, divs)
+        assert divs == 0 and lg2 == rcp == 2 * consumers, (d, divs, lg2, rcp)
 
 
 def test_pinned_triton_has_the_tma_reduction():
@@ -467,3 +471,74 @@ def test_gluon_backward_entry_compiles(head_dim):
 def test_registry_covers_the_ladder_and_the_backward():
     expected = {"production_fwd", "production_bwd_dkdv", "production_bwd_dq", "v1", "v2", "v2_kt", "v2_pad"}
     assert expected <= set(KERNELS)
+
+
+_DECODE_CHILD = """
+import json, torch
+from flashtriton.analysis.sass import capture_launches, compile_launch
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d, block_m, h, hk in [(64, 128, 8, 2), (64, 192, 4, 4), (128, 128, 6, 3)]:
+    q = torch.empty(1, 4096, h, d, dtype=torch.bfloat16)
+    k = torch.empty(1, 4096, hk, d, dtype=torch.bfloat16)
+    (la,) = [x for x in capture_launches(lambda: attn_fwd_gluon(
+        q, k, k, make_params(d, causal=True), block_m, 128, 4, 2, True, True,
+        tile_order="greedy")) if x["name"] == "_attn_fwd_persistent"]
+    out.append(compile_launch(la)["instructions"]["I2F"])
+print(json.dumps(out))
+"""
+
+
+_MAX_CHAIN_CHILD = """
+import json, re, subprocess, tempfile, torch, triton
+from pathlib import Path
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from flashtriton.analysis.sass import capture_launches, sass_instructions, tool
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d in (64, 128):
+    q = torch.empty(1, 1024, 2, d, dtype=torch.bfloat16)
+    (la,) = [x for x in capture_launches(lambda: attn_fwd_gluon(
+        q, q, q, make_params(d, causal=True), 128, 128, 4, 2, True, True))
+        if x["name"] == "_attn_fwd_persistent"]
+    c = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
+                       target=GPUTarget("cuda", 90, 32), options=la["options"])
+    with tempfile.TemporaryDirectory() as t:
+        p = Path(t) / "k.cubin"
+        p.write_bytes(c.asm["cubin"])
+        sass = subprocess.run([tool("cuobjdump"), "-sass", str(p)], check=True,
+                              capture_output=True, text=True).stdout
+    # the longest run of FMNMX each reading the one before (a register's depth resets when
+    # anything else writes it; shuffles in between count as a break)
+    depth, longest = {}, 0
+    for _, op, rest in sass_instructions(sass):
+        regs = re.findall(r"\\bR(\\d+)\\b", rest)
+        if op.startswith("FMNMX") and len(regs) >= 3:
+            dst, a, b = regs[:3]
+            depth[dst] = max(depth.get(a, 0), depth.get(b, 0)) + 1
+            longest = max(longest, depth[dst])
+        elif regs:
+            depth.pop(regs[0], None)
+    out.append(longest)
+print(json.dumps(out))
+"""
+
+
+def test_persistent_forward_tiles_decoded_without_integer_division():
+    """The persistent forward's partitions find a tile's batch, head and key head by a multiply
+    and a shift (``fwd_gluon._divide`` with the launcher's ``fast_divisor``), not by a division
+    by a runtime integer (which ptxas expands to an I2F.RP reciprocal and ~15 instructions): no
+    I2F in the kernels that walk a table of tiles (the shipped causal launches at d64 on two
+    and three consumers and at d128, with grouped-query heads). (A walk without a table keeps
+    one division in ``_snake``'s round, by the program count; its kernels compile it in.)"""
+    assert compile_child(_DECODE_CHILD) == [0, 0, 0]
+
+
+def test_row_max_is_a_tree():
+    """``fwd_gluon_tile._row_max`` halves a thread's columns level by level, so the exp2s wait
+    for at most 7 dependent max instructions (5 levels over a thread's 32 values of a row, the
+    two after the shuffles), not a chain of groups (12 in the persistent kernels before)."""
+    assert compile_child(_MAX_CHAIN_CHILD) == [7, 7]

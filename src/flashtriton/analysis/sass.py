@@ -34,9 +34,11 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 # HGMMA: 16-bit warpgroup MMA; QGMMA: its float8 form; UTMAREDG: tensor-descriptor reductions.
-# MUFU: the special-function unit (exp2, log2, reciprocal): per softmax copy in a kernel's code
+# MUFU: the special-function unit (exp2, log2, reciprocal): per softmax copy in a kernel's code;
+# I2F: integer-to-float conversions, as in a division by a runtime integer (I2F.RP; the float
+# conversions of values are I2FP)
 COUNTED = ("HGMMA", "QGMMA", "HMMA", "LDS", "LDSM", "STS", "LDGSTS", "UTMALDG", "UTMAREDG",
-           "MUFU")
+           "MUFU", "I2F")
 LOADS = ("tma", "pointer")
 # Launcher modules whose ``tma_ready`` the capture answers for an sm_90 GPU.
 TMA_LAUNCHERS = ("flashtriton.kernels.fwd", "flashtriton.kernels.bwd")

@@ -264,8 +264,21 @@ def _snake(t, total):
 
 
 @gluon.jit
+def _divide(n, d, by, FAST: gl.constexpr):
+    """``n // d`` for 0 <= n < 2^31: with ``FAST`` by the multiply and shift of ``by`` =
+    ``fast_divisor(d)`` (a wide multiply and a shift in place of the ~15 instructions of a
+    division by a runtime value), else by ``d``."""
+    if FAST:
+        q = ((n.to(gl.int64) * (by & 0xFFFFFFFF)) >> (by >> 32)).to(gl.int32)
+    else:
+        q = n // d
+    return q
+
+
+@gluon.jit
 def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
-               BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr, FROM_TABLE: gl.constexpr = False):
+               BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr, FROM_TABLE: gl.constexpr = False,
+               divs=0, FAST: gl.constexpr = False):
     """Tile ``t`` of the persistent forward (and of the d256 backward's dQ kernel, whose
     tiles are rows too): (batch, head, key head, first row, key tiles).
     ``order`` 0 (not causal): head by head, a head's row blocks in order, so the programs
@@ -275,7 +288,15 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
     5) or row block by row block across the heads (2, ``ROW_MAJOR``: balanced where the
     head-major list's rounds do not line up with the heads; the launcher chooses,
     ``causal_fwd_order``, kernels/schedule.py). ``FROM_TABLE``: ``t`` is already a
-    head-major tile id, from the launch's table (``_table_range``; ``order`` 1)."""
+    head-major tile id, from the launch's table (``_table_range``; ``order`` 1). With
+    ``FAST``, ``divs`` holds ``fast_divisor`` of ``n_m``, ``nheads`` and ``group`` (the
+    kernel's int64 arguments), and the tile's divisions use them (``_divide``)."""
+    if FAST:
+        n_m_by, nheads_by, group_by = divs
+    else:
+        n_m_by = 0
+        nheads_by = 0
+        group_by = 0
     idx = t
     if not FROM_TABLE:
         if order > 0:
@@ -285,15 +306,15 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
         bh = idx % heads_total
         pid_m = idx // heads_total
     else:
-        bh = idx // n_m
-        pid_m = idx % n_m
+        bh = _divide(idx, n_m, n_m_by, FAST)
+        pid_m = idx - bh * n_m
     if order > 0:
         pid_m = n_m - 1 - pid_m
-    b = bh // nheads
-    h = bh % nheads
+    b = _divide(bh, nheads, nheads_by, FAST)
+    h = bh - b * nheads
     m0 = pid_m * BLOCK_M2
     n_tiles = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(m0 + BLOCK_M2 + shift, 0)), BLOCK_N)
-    return b, h, h // group, m0, n_tiles
+    return b, h, _divide(h, group, group_by, FAST), m0, n_tiles
 
 
 @gluon.jit
@@ -349,21 +370,22 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     through Q's buffer, the consumers release it on ``q_empty`` after that store."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, order, table = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs = schedule
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     STAGES: gl.constexpr = k_smem.type.shape[0]
+    nheads_k = _divide(nheads, group, divs[2], True)
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     q_desc = tma.make_tensor_descriptor(Q, shape=[batch, seqlen_q, nheads, HEAD_DIM],
                                         strides=[stride_qb, stride_qm, stride_qh, 1],
                                         block_shape=[1, BLOCK_M, 1, HEAD_DIM],
                                         layout=q_smem.type.layout)
-    k_desc = tma.make_tensor_descriptor(K, shape=[batch, seqlen_k, nheads // group, HEAD_DIM],
+    k_desc = tma.make_tensor_descriptor(K, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
                                         strides=[stride_kb, stride_kn, stride_kh, 1],
                                         block_shape=[1, BLOCK_N, 1, HEAD_DIM],
                                         layout=k_smem.type.layout)
-    v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads // group, HEAD_DIM],
+    v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
                                         strides=[stride_vb, stride_vn, stride_vh, 1],
                                         block_shape=[1, BLOCK_N, 1, HEAD_DIM],
                                         layout=v_smem.type.layout)
@@ -376,7 +398,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
         t = _table_tile(table, entry)
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
                                             order, CONSUMERS * BLOCK_M, BLOCK_N,
-                                            table.dtype.is_ptr())
+                                            table.dtype.is_ptr(), divs, True)
         if O_IN_Q:
             for w in gl.static_range(CONSUMERS):
                 mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
@@ -414,7 +436,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     (``one_softmax_path``); ``ones``: ``_attend_tile``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, order, table = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
      stride_lh, ONE_PATH, ones, HALF_TAIL) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -445,7 +467,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         t = _table_tile(table, entry)
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
                                             order, CONSUMERS * BLOCK_M, BLOCK_N,
-                                            table.dtype.is_ptr())
+                                            table.dtype.is_ptr(), divs, True)
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
@@ -492,12 +514,15 @@ def _pers_consumer2(ring, queue, schedule, args):
     _pers_consumer(ring, queue, schedule, args, 2)
 
 
-@gluon.jit
+# (the packed divisors are not specialized on: a new value's divisibility by 16 would compile
+# the kernel again)
+@gluon.jit(do_not_specialize=["n_m_by", "nheads_by", "group_by"])
 def _attn_fwd_persistent(Q, K, V, O, LSE,
                          stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
                          stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                         qk_scale, order, table, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                         qk_scale, order, table, n_m_by, nheads_by, group_by,
+                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
                          CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr,
@@ -535,7 +560,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     queue = (q_smem, q_bar, q_empty)
-    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, order, table)
+    schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, order, table,
+                (n_m_by, nheads_by, group_by))
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
@@ -561,6 +587,17 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and params.window_right in (-1, 0) and params.softmax_scale > 0
             and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (64, 128, 256)
             and tma_ready(q, k, v))
+
+
+def fast_divisor(d: int) -> int:
+    """``d`` (1 <= d < 2^31) as the kernels' ``_divide`` takes it: a multiplier m and shift
+    p packed as ``m | p << 32``, with p = 31 + ceil(log2 d) and m = ceil(2^p / d) < 2^32, so
+    that ``(n * m) >> p == n // d`` for every 0 <= n < 2^31 (m·d - 2^p < d <= 2^(p - 31))."""
+    if not 1 <= d < 2**31:
+        raise ValueError(f"fast_divisor: {d} outside [1, 2^31)")
+    p = 31 + (d - 1).bit_length()
+    m = -(-(1 << p) // d)
+    return m | p << 32
 
 
 # Below this many keys a causal call's persistent forward takes one softmax path (see below).
@@ -669,8 +706,11 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                                       block_n, programs)
                      if tile_order is None else ROW_MAJOR if tile_order == "row" else HEAD_MAJOR)
         kernel, grid = _attn_fwd_persistent, (programs,)
-        rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-                params.softmax_scale * LOG2E, order, table)
+        group = nheads // nheads_k
+        rest = (*strides, batch, nheads, group, seqlen_q, seqlen_k, shift,
+                params.softmax_scale * LOG2E, order, table,
+                fast_divisor(max(1, cdiv(seqlen_q, block_m))), fast_divisor(nheads),
+                fast_divisor(group))
         meta["ONE_PATH"] = one_softmax_path(d, consumers, causal, seqlen_k)
     else:
         kernel, grid = _attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads)

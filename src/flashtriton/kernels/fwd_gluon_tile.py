@@ -82,17 +82,28 @@ def _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N: gl.constexpr,
     return gl.where(keep, s, float("-inf"))
 
 
+# _row_max's halving levels from a tile's width down to 8 columns
+MAX_LEVELS = gl.constexpr({n: n.bit_length() - 4 for n in (16, 32, 64, 128, 256)})
+
+
 @gluon.jit
 def _row_max(s):
     """The row max of a tile of scores in an MMA accumulator layout (a thread holds a row's columns
     in pairs, eight columns apart). ``gl.max(s, 1)`` folds a thread's values of a row (32 at
-    d64) in one chain of dependent max instructions, which the exp2s wait for; here the first
-    reduction runs over the 16-column groups, four chains per row a quarter as long, then the
-    rest. As many instructions; the layouts only relabel registers (``assert_trivial``)."""
+    BLOCK_N 128) in one chain of dependent max instructions, which the exp2s wait for; here the
+    columns are halved level by level (c against c + width/2) down to 8 wide, a tree 5 deep in
+    place of a chain (session 22's four chains of 8, then the rest: 12 deep with the shuffles'
+    maxes; now 7). As many instructions; the layouts only relabel registers
+    (``assert_trivial``)."""
     BLOCK_M: gl.constexpr = s.type.shape[0]
     BLOCK_N: gl.constexpr = s.type.shape[1]
-    part = gl.max(gl.reshape(s, [BLOCK_M, BLOCK_N // 16, 16]), 1)
-    return gl.convert_layout(gl.max(part, 1), gl.SliceLayout(1, s.type.layout), assert_trivial=True)
+    x = s
+    LEVELS: gl.constexpr = MAX_LEVELS[BLOCK_N]
+    # halve down to 8 columns: each level pairs a thread's columns c and c + width/2 (8 apart
+    # or more: in the same thread), one max per pair, no chain longer than one
+    for i in gl.static_range(0, LEVELS):
+        x = gl.max(gl.reshape(x, [BLOCK_M, 2, BLOCK_N >> (i + 1)]), 1)
+    return gl.convert_layout(gl.max(x, 1), gl.SliceLayout(1, s.type.layout), assert_trivial=True)
 
 
 # A row's running max moves only when a tile's scores pass it by more than this (log2 units):
@@ -439,14 +450,21 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
 @gluon.jit
 def _normalize(acc, m_i, l_i):
     """O = acc / l and lse (natural log) for a consumer's rows; a row that saw no key gets O = 0
-    and lse = -inf."""
+    and lse = -inf. The row's log2 and reciprocal by the special-function unit's approximate
+    instructions (``lg2.approx``, ``rcp.approx``: errors of a few units in float32's last
+    place, far below the 16-bit output's), where ``gl.log2`` and ``1.0 / l`` compile to
+    float32-exact sequences of about 25 and 12 instructions a row with range handling, which
+    every tile pays in its epilogue. l is at least 1 for a row that saw a key (its max scores
+    an exp2 of 0 or more), so flushing subnormals changes nothing."""
     seen = l_i > 0.0
     l_safe = gl.where(seen, l_i, 1.0)
-    lse = gl.where(seen, (m_i + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    # one division per row and a multiply per value (a division per value is a dozen
-    # instructions of range handling)
-    inv = gl.convert_layout(1.0 / l_safe, gl.SliceLayout(1, acc.type.layout))
-    out = acc * gl.expand_dims(inv, 1)
+    log2_l = gl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [l_safe],
+                                       dtype=gl.float32, is_pure=True, pack=1)
+    lse = gl.where(seen, (m_i + log2_l) * 0.6931471805599453, float("-inf"))
+    # one reciprocal per row and a multiply per value
+    inv = gl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [l_safe],
+                                    dtype=gl.float32, is_pure=True, pack=1)
+    out = acc * gl.expand_dims(gl.convert_layout(inv, gl.SliceLayout(1, acc.type.layout)), 1)
     return out, lse
 
 
