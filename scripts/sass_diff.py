@@ -58,7 +58,9 @@ def _launch(case: str, causal: bool):
 
 
 def dump(out: Path, cases: list[str], causal: bool) -> None:
-    """Child mode: compile each case's Gluon launches, one normalized listing per kernel."""
+    """Child mode: compile each case's Gluon launches, one normalized listing per kernel.
+    (Compiled here, not by ``analysis.sass.compile_sm90a``: the child imports the other
+    tree's package, which may be older than that helper.)"""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource

@@ -322,10 +322,8 @@ def test_forward_row_sums_on_the_tensor_cores():
 # A child's prelude: ``forward_ptx`` compiles the Gluon forward's launch for 4096 keys (two
 # heads, bf16, no mask) for sm_90a and returns its PTX.
 _FORWARD_PTX = """
-import json, re, torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from flashtriton.analysis.sass import capture_launches
+import json, re, torch
+from flashtriton.analysis.sass import capture_launches, compile_sm90a
 from flashtriton.configs import make_params
 from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 
@@ -334,8 +332,7 @@ def forward_ptx(d, block_m, block_n, pingpong, persistent):
     q = torch.empty(1, 4096, 2, d, dtype=torch.bfloat16)
     (la,) = capture_launches(lambda: attn_fwd_gluon(q, q, q, make_params(d), block_m, block_n,
                                                     4, 2, pingpong, persistent))
-    return triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
-                          target=GPUTarget("cuda", 90, 32), options=la["options"]).asm["ptx"]
+    return compile_sm90a(la).asm["ptx"]
 """
 
 _TURNS_CHILD = _FORWARD_PTX + """
@@ -491,11 +488,8 @@ print(json.dumps(out))
 
 
 _MAX_CHAIN_CHILD = """
-import json, re, subprocess, tempfile, torch, triton
-from pathlib import Path
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from flashtriton.analysis.sass import capture_launches, sass_instructions, tool
+import json, re, torch
+from flashtriton.analysis.sass import capture_launches, compile_sm90a, cubin_sass, sass_instructions
 from flashtriton.configs import make_params
 from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 out = []
@@ -504,13 +498,7 @@ for d in (64, 128):
     (la,) = [x for x in capture_launches(lambda: attn_fwd_gluon(
         q, q, q, make_params(d, causal=True), 128, 128, 4, 2, True, True))
         if x["name"] == "_attn_fwd_persistent"]
-    c = triton.compile(GluonASTSource(la["fn"], la["signature"], la["constants"], la["attrs"]),
-                       target=GPUTarget("cuda", 90, 32), options=la["options"])
-    with tempfile.TemporaryDirectory() as t:
-        p = Path(t) / "k.cubin"
-        p.write_bytes(c.asm["cubin"])
-        sass = subprocess.run([tool("cuobjdump"), "-sass", str(p)], check=True,
-                              capture_output=True, text=True).stdout
+    sass = cubin_sass(compile_sm90a(la).asm["cubin"])
     # the longest run of FMNMX each reading the one before (a register's depth resets when
     # anything else writes it; shuffles in between count as a break)
     depth, longest = {}, 0

@@ -398,20 +398,40 @@ def capture_launches(call: Callable, loads: str = "tma") -> list[dict]:
     return launches
 
 
-def compile_launch(launch: dict) -> dict:
-    """Compile one recorded launch for sm_90a and report resources and instruction counts."""
+def _is_gluon(launch: dict) -> bool:
+    return type(launch["fn"]).__name__.startswith("Gluon")
+
+
+def compile_sm90a(launch: dict):
+    """Compile one recorded launch (``capture_launches``) for sm_90a, as the H200 runs it;
+    returns Triton's compiled kernel (``.asm`` holds its ttgir, ptx and cubin)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    source = ASTSource
+    if _is_gluon(launch):  # Gluon kernels set their layouts' context
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    src = source(launch["fn"], launch["signature"], launch["constants"], launch["attrs"])
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=launch["options"])
+
+
+def cubin_sass(cubin: bytes) -> str:
+    """``cuobjdump -sass`` of a compiled kernel's cubin."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        return subprocess.run([tool("cuobjdump"), "-sass", path], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def compile_launch(launch: dict) -> dict:
+    """Compile one recorded launch for sm_90a and report resources and instruction counts."""
     # (here, not at the top: sass_flow reads the listing with this module's parser)
     from flashtriton.analysis.sass_flow import unset_descriptor_reads
 
-    source = ASTSource
-    if type(launch["fn"]).__name__.startswith("Gluon"):  # Gluon kernels set their layouts' context
-        from triton.experimental.gluon._runtime import GluonASTSource as source
-    src = source(launch["fn"], launch["signature"], launch["constants"], launch["attrs"])
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=launch["options"])
+    compiled = compile_sm90a(launch)
     with tempfile.TemporaryDirectory() as d:
         cubin, ptx = os.path.join(d, "k.cubin"), os.path.join(d, "k.ptx")
         with open(cubin, "wb") as f:
@@ -427,7 +447,7 @@ def compile_launch(launch: dict) -> dict:
     return {
         "kernel": launch["name"], "arch": "sm_90a",
         # the Gluon kernels load by TMA only; their ring depth is the STAGES constexpr
-        "loads": "tma" if constexprs.get("USE_TMA") or source is not ASTSource else "pointer",
+        "loads": "tma" if constexprs.get("USE_TMA") or _is_gluon(launch) else "pointer",
         "num_warps": launch["options"]["num_warps"],
         "num_stages": constexprs.get("STAGES", launch["options"]["num_stages"]),
         "constexprs": constexprs,
