@@ -197,7 +197,7 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
 # the rows below THREE_CONSUMERS_FWD_FROM), A/B 2026-11-30-s26-ab-fwd-d64-pp2-inproc-*.json (12
 # paired rounds a row): causal 1k +3.4% (paired -0.2..+5.9%), 2k -0.1%, 4k -0.1%; without a mask
 # 1k +0.6%, 2k -0.4%. Taken.
-THREE_CONSUMERS_FWD_FROM = {False: 4096, True: 8192}  # by causal
+THREE_CONSUMERS_FWD_FROM = {False: 2048, True: 8192}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
                                                 persistent=True,
                                                 tile_order="greedy" if causal else None)
