@@ -65,6 +65,7 @@ def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dic
                          "spill_bytes": r["spill_bytes"],
                          "wgmma_serialized": r["wgmma_serialized"],
                          "unset_descriptors": len(r["unset_descriptors"]),
+                         "stale_descriptors": len({m["address"] for m in r["stale_descriptors"]}),
                          "hgmma": r["instructions"]["HGMMA"]})
         return rows or [{**label, "status": "error", "note": "no attention kernel launched"}]
     except Exception as exc:  # a launcher's refusal or a compile failure: reported, not fatal
@@ -100,6 +101,8 @@ def main(argv=None) -> int:
                 notes = "  serialized MMAs" if r["wgmma_serialized"] else ""
                 if r["unset_descriptors"]:
                     notes += f"  {r['unset_descriptors']} MMAs read unwritten descriptors"
+                if r["stale_descriptors"]:
+                    notes += f"  {r['stale_descriptors']} MMAs read stale descriptors"
                 print(f"{_token(cfg):40s} {r['kernel']:20s} regs {r['registers']:3d}  shared "
                       f"{r['shared_bytes']:7,d}{'' if r['fits'] else ' (too much)'}  spills "
                       f"{r['spill_bytes']:5d}{notes}", flush=True)

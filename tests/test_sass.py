@@ -161,6 +161,7 @@ def test_gluon_forward_entry_compiles_the_warp_specialized_kernel():
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
     assert r["unset_descriptors"] == [], r["unset_descriptors"]  # (analysis/sass_flow.py)
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
 def test_gluon_forward_d256_fits_an_sm():
@@ -171,6 +172,7 @@ def test_gluon_forward_d256_fits_an_sm():
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
 def test_gluon_backward_d256_fits_an_sm():
@@ -182,6 +184,7 @@ def test_gluon_backward_d256_fits_an_sm():
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] <= 140
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
 def test_gluon_backward_d256_dq_fits_an_sm():
@@ -197,6 +200,7 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     assert [x["region"] for x in r["local_by_region"]].count("240 alloc") == 2
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
 @pytest.mark.parametrize("args, code, message", [
@@ -221,6 +225,7 @@ def test_gluon_persistent_forward_d256_fits_an_sm():
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] <= 68
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -232,6 +237,37 @@ def test_gluon_persistent_forward_entry_compiles(head_dim):
     assert r["spill_bytes"] == 0
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
+
+
+_STALE_CHILD = """
+import json, torch
+from flashtriton.analysis.sass import capture_launches, compile_launch
+from flashtriton.configs import make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for d, block_m, causal, s, order in [(64, 128, True, 1000, "greedy"), (64, 128, False, 1000, None),
+                                     (64, 192, True, 8192, "greedy"), (128, 128, True, 1000,
+                                     "greedy"), (128, 128, False, 4096, None)]:
+    q = torch.empty(1, s, 4, d, dtype=torch.bfloat16)
+    (la,) = [x for x in capture_launches(lambda: attn_fwd_gluon(
+        q, q, q, make_params(d, causal=causal), block_m, 128, 4, 2, True, True,
+        tile_order=order)) if x["name"] == "_attn_fwd_persistent"]
+    r = compile_launch(la)
+    out.append([r["unset_descriptors"], r["stale_descriptors"]])
+print(json.dumps(out))
+"""
+
+
+def test_persistent_forward_descriptors_fresh_on_every_path():
+    """The shipped persistent forward launches (d64 causal on two consumers with the half-width
+    last key step and a greedy table, d64 without a mask, d64 causal on three consumers, d128
+    causal and not): no warpgroup MMA reads a descriptor that some path leaves unwritten, or
+    one that some paths through a tile's iteration leave holding an earlier tile's value
+    (``sass_flow.stale_descriptor_reads``; with two Q buffers a consumer, ptxas reused a Q
+    descriptor computed only in a skipped block, and the tiles in the other buffer came out
+    wrong: docs/perf-log.md, session 43)."""
+    assert compile_child(_STALE_CHILD) == [[[], []]] * 5
 
 
 _SOFTMAX_PATHS_CHILD = """
@@ -432,6 +468,7 @@ def test_gluon_backward_entry_compiles(head_dim):
     r = _sass("--kernel", "gluon_bwd", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_bwd_ws" and not r["wgmma_serialized"]
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
+    assert r["stale_descriptors"] == [], r["stale_descriptors"]
     assert r["constexprs"]["SPLIT_DQ"]
     assert r["instructions"]["HGMMA"] > 0 and r["instructions"]["UTMALDG"] > 0
     assert r["instructions"]["UTMAREDG"] > 0

@@ -1,10 +1,12 @@
 """analysis/sass_flow.py: warpgroup MMAs that read a descriptor register some path from the
-kernel's entry leaves unwritten, on small listings written here in ``cuobjdump -sass``'s format.
+kernel's entry leaves unwritten, or one that some paths through a loop's iteration leave
+holding an earlier iteration's value, on small listings written here in ``cuobjdump -sass``'s
+format.
 The shipped kernels' own listings are checked in test_sass.py, where they are compiled."""
 
 from __future__ import annotations
 
-from flashtriton.analysis.sass_flow import unset_descriptor_reads
+from flashtriton.analysis.sass_flow import stale_descriptor_reads, unset_descriptor_reads
 
 MMA = "HGMMA.64x64x16.F32.BF16"
 
@@ -134,3 +136,74 @@ def test_loop_preheader_skipped_by_a_zero_trip_branch():
 def test_text_without_instructions():
     assert unset_descriptor_reads("") == []
     assert unset_descriptor_reads("\tcode for sm_90a\n\t\tFunction : _kernel\n") == []
+
+
+# The wrong tiles of session 43 (two Q buffers in the persistent forward): a loop over tiles
+# whose Q address (UR8) changes every tile; a block that only some tiles run (here: when R3 is
+# not zero) computes the second K-chunk's descriptor, UR36 = UR8 + 2, and ptxas let the step's
+# HGMMA read UR36 on every path, so on the other path it holds an earlier tile's descriptor.
+_STALE = f"""
+    /*0000*/                   UMOV UR8, 0x400 ;
+    /*0010*/                   UMOV UR9, 0x40000040 ;
+    /*0020*/                   UMOV UR10, 0x800 ;
+    /*0030*/                   UMOV UR11, 0x40000040 ;
+    /*0040*/                   UIADD3 UR36, UR8, 0x2, URZ ;
+    /*0050*/                   UMOV UR37, 0x40000040 ;
+    /*0060*/                   UIADD3 UR8, UR8, 0x400, URZ ;
+    /*0070*/                   ISETP.NE.AND P0, PT, R3, RZ, PT ;
+    /*0080*/              @!P0 BRA 0xb0 ;
+    /*0090*/                   UIADD3 UR36, UR8, 0x2, URZ ;
+    /*00a0*/                   {MMA} R24, gdesc[UR8].tnspA.tnspB, RZ, !UPT, gsb0 ;
+    /*00b0*/                   UIADD3 UR12, UR36, 0x2, URZ ;
+    /*00c0*/                   UMOV UR13, UR37 ;
+    /*00d0*/                   UMOV UR14, UR10 ;
+    /*00e0*/                   UMOV UR15, UR11 ;
+    /*00f0*/                   {MMA} R24, gdesc[UR12].tnspA.tnspB, R24, gsb0 ;
+    /*0100*/                   IADD3 R2, R2, -0x1, RZ ;
+    /*0110*/                   ISETP.NE.AND P1, PT, R2, RZ, PT ;
+    /*0120*/               @P1 BRA 0x60 ;
+    /*0130*/                   EXIT ;
+    /*0140*/                   BRA 0x140 ;
+"""
+
+
+def test_descriptor_written_on_one_path_of_an_iteration_is_stale():
+    """Every descriptor is written before it is read (nothing unwritten), but the HGMMA at 0xf0
+    reads UR12 = UR36 + 2, and UR36 is written at 0x90 only on the path through that block: on
+    the other, it holds the previous tile's (or the loop's first) value."""
+    assert unset_descriptor_reads(_cuobjdump(_STALE)) == []
+    found = stale_descriptor_reads(_cuobjdump(_STALE))
+    assert {(x["address"], x["register"], x["read_at"]) for x in found} == {(0xf0, "UR36", 0xb0)}
+    assert all(x["written_at"] == [0x90] and x["opcode"] == MMA for x in found)
+    # computed on every path of the iteration (the block's write moved before the branch):
+    # the value is this tile's on both
+    assert stale_descriptor_reads(_cuobjdump(_STALE.replace(
+        "/*0090*/                   UIADD3 UR36, UR8, 0x2, URZ ;",
+        "/*0090*/                   NOP ;").replace(
+        "/*0070*/                   ISETP.NE.AND P0, PT, R3, RZ, PT ;",
+        "/*0070*/                   UIADD3 UR36, UR8, 0x2, URZ ;"))) == []
+
+
+def test_loop_carried_and_loop_invariant_values_are_not_stale():
+    """A ring position written once an iteration after its reads (UR4, the slot's descriptor
+    derived from it), and a descriptor computed once before the loop (UR10, UR11): neither is
+    written on only some paths of an iteration."""
+    body = f"""
+    /*0000*/                   UMOV UR4, 0x400 ;
+    /*0010*/                   UMOV UR10, 0x800 ;
+    /*0020*/                   UMOV UR11, 0x40000040 ;
+    /*0030*/                   UMOV UR9, 0x40000040 ;
+    /*0040*/                   UIADD3 UR8, UR4, 0x2, URZ ;
+    /*0050*/                   ISETP.NE.AND P0, PT, R3, RZ, PT ;
+    /*0060*/              @!P0 BRA 0x80 ;
+    /*0070*/                   NOP ;
+    /*0080*/                   {MMA} R24, gdesc[UR8].tnspA.tnspB, RZ, !UPT, gsb0 ;
+    /*0090*/                   UIADD3 UR4, UR4, 0x400, URZ ;
+    /*00a0*/                   IADD3 R2, R2, -0x1, RZ ;
+    /*00b0*/                   ISETP.NE.AND P1, PT, R2, RZ, PT ;
+    /*00c0*/               @P1 BRA 0x40 ;
+    /*00d0*/                   EXIT ;
+    /*00e0*/                   BRA 0xe0 ;
+"""
+    assert stale_descriptor_reads(_cuobjdump(body)) == []
+    assert stale_descriptor_reads("") == []

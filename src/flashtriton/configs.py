@@ -197,6 +197,12 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
 # the rows below THREE_CONSUMERS_FWD_FROM), A/B 2026-11-30-s26-ab-fwd-d64-pp2-inproc-*.json (12
 # paired rounds a row): causal 1k +3.4% (paired -0.2..+5.9%), 2k -0.1%, 4k -0.1%; without a mask
 # 1k +0.6%, 2k -0.4%. Taken.
+# Session 43's full grid (2026-12-02-s43-grid-d64-d128-382e0b7.json) put the d64 forward at 2k
+# without a mask at 0.952x cuDNN (408.1 against 428.7), below 1k's 1.132x and 4k's 1.116x: two
+# consumers there since session 7, which measured three only at 1k, 4k and 16k. Three
+# consumers from 2048 keys without a mask, in-process A/B against two
+# (2026-12-02-s43-ab-fwd-c3-2k-*.json, two runs of six paired rounds): 434.2 -> 475.2 TFLOP/s,
+# +10.0% (paired +0.7..+16.9%), 1.018x -> 1.114x cuDNN. So without a mask three from 2048.
 THREE_CONSUMERS_FWD_FROM = {False: 2048, True: 8192}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
                                                 persistent=True,

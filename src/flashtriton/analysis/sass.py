@@ -429,7 +429,7 @@ def cubin_sass(cubin: bytes) -> str:
 def compile_launch(launch: dict) -> dict:
     """Compile one recorded launch for sm_90a and report resources and instruction counts."""
     # (here, not at the top: sass_flow reads the listing with this module's parser)
-    from flashtriton.analysis.sass_flow import unset_descriptor_reads
+    from flashtriton.analysis.sass_flow import stale_descriptor_reads, unset_descriptor_reads
 
     compiled = compile_sm90a(launch)
     with tempfile.TemporaryDirectory() as d:
@@ -465,6 +465,9 @@ def compile_launch(launch: dict) -> dict:
         "mma_loops": mma_loops(sass),
         # warpgroup MMAs reading a descriptor register some path leaves unwritten (sass_flow)
         "unset_descriptors": unset_descriptor_reads(sass),
+        # ... or one that some paths through a loop's iteration leave holding an earlier
+        # iteration's value (sass_flow.stale_descriptor_reads)
+        "stale_descriptors": stale_descriptor_reads(sass),
         "shared_layouts": shared_layouts(compiled.asm["ttgir"]),
     }
 
@@ -573,6 +576,11 @@ def run_cli(args) -> int:
     unset = r["unset_descriptors"]
     print(f"  warpgroup MMAs reading a descriptor unwritten on some path: {len(unset)}"
           + "".join(f"; {x['address']:#x} {', '.join(x['registers'])}" for x in unset))
+    stale = r["stale_descriptors"]
+    print(f"  warpgroup MMAs whose descriptor some paths of a loop's iteration leave stale: "
+          f"{len({x['address'] for x in stale})}"
+          + "".join(f"; {x['address']:#x} {x['register']} (read at {x['read_at']:#x})"
+                    for x in stale[:4]))
     if r["wgmma_serialized"]:
         print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))

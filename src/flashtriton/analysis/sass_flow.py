@@ -1,4 +1,6 @@
-"""Warpgroup MMAs that read a shared-memory descriptor some path leaves unwritten, found in SASS.
+"""Warpgroup MMAs that read a shared-memory descriptor some path leaves unwritten
+(:func:`unset_descriptor_reads`), or one that some paths through a loop's iteration leave
+holding an earlier iteration's value (:func:`stale_descriptor_reads`, below), found in SASS.
 
 Why this exists: a warpgroup MMA (``HGMMA``) finds its operands in shared memory through 64-bit
 descriptors held in uniform registers (``gdesc[URn]``). In a variant of the Gluon backward,
@@ -151,3 +153,190 @@ def unset_descriptor_reads(sass: str) -> list[dict]:
             if guard is None:
                 have |= _written(op, operands)
     return found
+
+
+# --- descriptors computed on one path of a loop's iteration and read on another ---------------
+#
+# The second form of the same ptxas behaviour (docs/perf-log.md, session 43): with two Q buffers
+# a consumer, the persistent forward's Q descriptor changes from tile to tile, and ptxas, finding
+# a descriptor (or a register it is computed from) already computed in a block of the tile's
+# iteration that some paths skip (the block that issues the tile's own first S; a loop's
+# preheader that a zero-trip branch skips), reused that register on every path. On the paths
+# that skipped the block it still held an earlier tile's value: the warpgroup MMAs read another
+# buffer's Q, and the tiles came out wrong. The register is written on every path from the
+# kernel's entry, so :func:`unset_descriptor_reads` cannot see this; what shows it is a register
+# that, at the instruction reading it, is written by some but not all paths through the current
+# iteration of the innermost loop around that instruction (the others bringing an earlier
+# iteration's value). A loop-carried value (a ring position, written once an iteration after
+# its reads) has no such write, nor has one computed before the loop, nor one computed on every
+# path of the iteration.
+
+_REG = re.compile(r"(U?R)(\d+)(\.64)?$")
+_REG_IN = re.compile(r"\b(U?R)(\d+)\b(\.64)?")
+# opcodes whose first operand is not a register they write
+_NO_DEST = ("ST", "RED", "ATOM", "BRA", "EXIT", "RET", "BAR", "SYNCS", "WARPGROUP", "UTMA",
+            "MEMBAR", "FENCE", "ARRIVES", "NOP", "DEPBAR", "ELECT", "WARPSYNC", "CCTL",
+            "ERRBAR", "USETMAXREG", "PLOP3", "ISETP", "FSETP", "UISETP", "DSETP", "HSETP2",
+            "R2P", "BSSY", "BSYNC", "CALL", "UCGABAR", "UPLOP3", "VOTE") + WARPGROUP_MMA
+
+
+def _dests(op: str, operands: list[str]) -> list[str]:
+    """The registers an instruction writes, by name (``R12``, ``UR36``; two for a 64-bit
+    result): its first operand, unless the opcode writes none there."""
+    if not operands or op.split(".")[0].startswith(_NO_DEST):
+        return []
+    m = _REG.match(operands[0].split()[0]) if operands[0] else None
+    if m is None or m.group(2) == "255":  # RZ / URZ spelled out
+        return []
+    modifiers = op.split(".")[1:]
+    wide = m.group(3) or "64" in modifiers or "WIDE" in modifiers
+    return [f"{m.group(1)}{int(m.group(2)) + j}" for j in range(2 if wide else 1)]
+
+
+def _sources(op: str, operands: list[str]) -> list[str]:
+    """The registers an instruction reads (every register operand after its destination)."""
+    out = []
+    for x in operands[0 if not _dests(op, operands) else 1:]:
+        for m in _REG_IN.finditer(x):
+            n = int(m.group(2))
+            out += [f"{m.group(1)}{n + j}" for j in range(2 if m.group(3) else 1)]
+    return out
+
+
+def _regions(insts: list[tuple]) -> list[range]:
+    """A warp-specialized kernel's partitions, as ``local_by_region`` splits them: from one
+    ``USETMAXREG`` to the next (the whole listing where there is none)."""
+    cuts = [i for i, (_, _, op, _) in enumerate(insts) if op.startswith("USETMAXREG")]
+    edges = [0] + cuts + [len(insts)]
+    return [range(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+
+_BEFORE = -1  # stands for "not written since the loop's header" in an iteration's analysis
+
+
+def _reaching(blocks, preds, insts, members, start, seed=False):
+    """Reaching definitions over the blocks ``members`` (a set of block indices): for each
+    block, a dict register -> frozenset of the instruction indices whose write may reach its
+    start. A write under a guard counts as a write (its guard usually goes with the branch
+    around it: the backward's ring position is written under ``@!UP0`` before a branch on the
+    same predicate, and on the other arm unguarded; :func:`unset_descriptor_reads` counts it as
+    none, the safe side there). Only edges between members count. ``start``'s entry holds nothing, or, with
+    ``seed``, every register's ``_BEFORE``: with ``start`` a loop's header and ``members`` its
+    body, a register whose set holds ``_BEFORE`` at an instruction is one that some path
+    through the iteration so far has not written (its value is an earlier iteration's)."""
+    every = frozenset({_BEFORE}) if seed else frozenset()
+
+    def get(table, r):
+        return table.get(r, table.get("*", frozenset()))
+
+    on_entry = {k: None for k in members}
+    on_exit = {k: None for k in members}
+    order = sorted(members)
+    changed = True
+    while changed:
+        changed = False
+        for k in order:
+            if k == start:
+                new = {"*": every}
+            else:
+                ins = [on_exit[p] for p in preds[k] if p in members and on_exit[p] is not None]
+                if not ins:
+                    continue
+                names = set().union(*ins)
+                new = {r: frozenset().union(*(get(t, r) for t in ins)) for r in names}
+            if new == on_entry[k]:
+                continue
+            on_entry[k] = new
+            out = dict(new)
+            for i in blocks[k]:
+                _, guard, op, operands = insts[i]
+                for r in _dests(op, operands):
+                    out[r] = frozenset({i})
+            if out != on_exit[k]:
+                on_exit[k] = out
+                changed = True
+    return {k: (v or {}) for k, v in on_entry.items()}
+
+
+def stale_descriptor_reads(sass: str) -> list[dict]:
+    """The warpgroup MMAs of a listing whose descriptors depend on a register that some, but not
+    all, paths through the current iteration of the innermost loop around its read write (see
+    above): for each, the MMA's address and opcode, the register (``UR36``), the address of the
+    instruction reading it, and the addresses of the writes within the iteration. Registers
+    are followed back from the descriptors through the instructions that compute them (within
+    a partition, at most 8 steps). Empty for a sound kernel."""
+    insts = [(addr, guard, op, [x.strip() for x in rest.split(";")[0].split(",") if x.strip()])
+             for addr, guard, op, rest in guarded_instructions(sass)]
+    if not insts:
+        return []
+    blocks, successors = _blocks(insts)
+    block_of = {i: k for k, b in enumerate(blocks) for i in b}
+    found = []
+    for region in _regions(insts):
+        members = {block_of[i] for i in region}
+        preds = {k: [] for k in members}
+        for k in members:
+            for s in successors[k]:
+                if s in members:
+                    preds[s].append(k)
+        first = block_of[region.start]
+        whole = _reaching(blocks, preds, insts, members, first)
+        # natural loops: a back edge p -> h (h not after p); the body, what reaches p without h
+        loops = []
+        for p in members:
+            for h in successors[p]:
+                if h in members and h <= p:
+                    body, todo = {h, p}, [p]
+                    while todo:
+                        for q in preds[todo.pop()]:
+                            if q not in body:
+                                body.add(q)
+                                todo.append(q)
+                    loops.append((h, body))
+        iteration = {}
+
+        def defs_at(i, r, table):
+            k = block_of[i]
+            t = table.get(k, {})
+            cur = set(t.get(r, t.get("*", frozenset())))
+            for j in range(blocks[k].start, i):
+                _, guard, op, operands = insts[j]
+                if r in _dests(op, operands):
+                    cur = {j}
+            return cur
+
+        def innermost(k):
+            around = [(len(b), h, b) for h, b in loops if k in b]
+            return min(around, key=lambda x: x[0])[1:] if around else None
+
+        for i in region:
+            addr, _, op, operands = insts[i]
+            mask = _descriptors_read(op, operands)
+            if not mask:
+                continue
+            todo = [(i, f"UR{n}", 0) for n in range(mask.bit_length()) if mask >> n & 1]
+            seen = set()
+            while todo:
+                j, r, depth = todo.pop()
+                if (j, r) in seen or depth > 8:
+                    continue
+                seen.add((j, r))
+                every = defs_at(j, r, whole)
+                loop = innermost(block_of[j])
+                if loop is not None:
+                    h, body = loop
+                    if h not in iteration:
+                        iteration[h] = _reaching(blocks, {k: [p for p in preds[k] if p in body]
+                                                          for k in body}, insts, body, h, True)
+                    mine = defs_at(j, r, iteration[h])
+                    if _BEFORE in mine and len(mine) > 1:  # written on some paths, not all
+                        found.append({"address": addr, "opcode": op, "register": r,
+                                      "read_at": insts[j][0],
+                                      "written_at": sorted(insts[d][0] for d in mine
+                                                           if d != _BEFORE)})
+                for d in every:
+                    _, _, dop, doperands = insts[d]
+                    for s in _sources(dop, doperands):
+                        todo.append((d, s, depth + 1))
+    unique = {(x["address"], x["register"], x["read_at"]): x for x in found}
+    return [unique[k] for k in sorted(unique)]
