@@ -3,7 +3,7 @@ its debug build writes into lse (FT_S0_DEBUG=1; 2026-12-02-s43-s0-debug.patch): 
 tile's first S came from the previous tile), its Q buffer, its first K slot, n_half, n_own, the
 tile's ordinal in its program, and (modes 3 and 6) whether a second S from the same buffers
 differed. Usage on the GPU machine: FT_S0_DEBUG=1 FT_S0_MODE=N OUT=out python3 this.py TREE"""
-import json, os, sys
+import json, os, runpy, sys
 from collections import Counter, defaultdict
 tree = sys.argv[1]
 sys.path.insert(0, os.path.join(tree, "src"))
@@ -11,14 +11,9 @@ import torch
 from flashtriton.configs import make_params
 from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 
-
-def ref(q, k, v):
-    b, s, h, d = q.shape
-    qd, kd, vd = (x.double().transpose(1, 2) for x in (q, k, v))
-    sc = qd @ kd.transpose(-1, -2) / d ** 0.5
-    mask = torch.ones(s, k.shape[1], dtype=torch.bool, device=q.device).tril(k.shape[1] - s)
-    sc = sc.masked_fill(~mask, float("-inf"))
-    return (sc.softmax(-1) @ vd).transpose(1, 2)
+# the float64 reference of 2026-12-02-s43-s0-diag.py (its own runs only under __main__)
+ref = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "2026-12-02-s43-s0-diag.py"))["ref"]
 
 
 torch.manual_seed(0)
@@ -26,7 +21,7 @@ out_all = {}
 for name, (b, s, h), blocks in [("S2pers", (4, 1000, 32), (128, 128, 4, 2, False, True)),
                                  ("S2pers-head", (2, 2049, 24), (128, 128, 4, 2, False, True, "head"))]:
     q, k, v = (torch.randn(b, s, h, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    o64 = ref(q, k, v)
+    o64, _ = ref(q, k, v)
     out, lse = attn_fwd_gluon(q, k, v, make_params(64, causal=True), *blocks, half_tail=True)
     torch.cuda.synchronize()
     err = (out.double() - o64).abs().amax(-1).cpu()  # (b, s, h)
