@@ -9,6 +9,10 @@
 #                on a fresh machine (our kernels compile), 95 s with warm caches (sessions 25-27)
 #   quick-all    the same with all six providers (the README's table): 323 s on a fresh machine
 #                (session 25; FlexAttention compiles once per configuration)
+#   target       the target grid in one run: every head dim (64, 128, 256), seqlen 1k..16k,
+#                bf16, fwd and bwd, causal both, flashtriton against sdpa_cudnn (60 configurations,
+#                120 timings; about 5.5 min on the H200: 201 s for d64+d128 and 120 s for d256 in
+#                session 43, compiles included)
 #   d64|d128|d256  the full grid for one head dim (seqlen 512..16k, bf16+fp16, fwd,bwd,fwd_bwd, causal both)
 #   full         the whole grid in one command (longer than one 10-minute run: prefer d64, d128, d256)
 #   features     `--feature all --quick`: varlen, window, softcap, ALiBi, dropout, float8 against their
@@ -38,10 +42,12 @@ PLOT_ARGS=()
 case "$WHAT" in
   quick) GRID=(--quick) ;;
   quick-all) GRID=(--quick --providers flashtriton,sdpa_flash,sdpa_cudnn,sdpa_efficient,flex,naive) ;;
+  target) GRID=(--dtypes bf16 --passes fwd bwd --seqlens 1024 2048 4096 8192 16384
+                --providers flashtriton sdpa_cudnn) ;;
   d64|d128|d256) GRID=(--headdims "${WHAT#d}") ;;
   full) GRID=() ;;
   features) GRID=(--feature all --quick) ;;
-  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, quick-all, d64, d128, d256, full, features)" >&2
+  *) echo "gpu_bench.sh: unknown WHAT '$WHAT' (quick, quick-all, target, d64, d128, d256, full, features)" >&2
      exit 2 ;;
 esac
 
