@@ -219,11 +219,12 @@ def _reaching(blocks, preds, insts, members, start, seed=False):
     block, a dict register -> frozenset of the instruction indices whose write may reach its
     start. A write under a guard counts as a write (its guard usually goes with the branch
     around it: the backward's ring position is written under ``@!UP0`` before a branch on the
-    same predicate, and on the other arm unguarded; :func:`unset_descriptor_reads` counts it as
-    none, the safe side there). Only edges between members count. ``start``'s entry holds nothing, or, with
-    ``seed``, every register's ``_BEFORE``: with ``start`` a loop's header and ``members`` its
-    body, a register whose set holds ``_BEFORE`` at an instruction is one that some path
-    through the iteration so far has not written (its value is an earlier iteration's)."""
+    same predicate, and on the other arm unguarded; :func:`unset_descriptor_reads` counts it
+    as none, the safe side there). Only edges between members count. ``start``'s entry holds
+    nothing, or, with ``seed``, every register's ``_BEFORE``: with ``start`` a loop's header
+    and ``members`` its body, a register whose set holds ``_BEFORE`` at an instruction is one
+    that some path through the iteration so far has not written (its value is an earlier
+    iteration's)."""
     every = frozenset({_BEFORE}) if seed else frozenset()
 
     def get(table, r):
@@ -281,18 +282,20 @@ def stale_descriptor_reads(sass: str) -> list[dict]:
                     preds[s].append(k)
         first = block_of[region.start]
         whole = _reaching(blocks, preds, insts, members, first)
-        # natural loops: a back edge p -> h (h not after p); the body, what reaches p without h
-        loops = []
+        # natural loops: a back edge p -> h (h not after p); the body, what reaches p without
+        # h; the back edges to one header make one loop
+        bodies = {}
         for p in members:
             for h in successors[p]:
                 if h in members and h <= p:
-                    body, todo = {h, p}, [p]
+                    body, todo = bodies.setdefault(h, {h}), [p]
+                    body.add(p)
                     while todo:
                         for q in preds[todo.pop()]:
                             if q not in body:
                                 body.add(q)
                                 todo.append(q)
-                    loops.append((h, body))
+        loops = list(bodies.items())
         iteration = {}
 
         def defs_at(i, r, table):
