@@ -434,6 +434,28 @@ def test_summary_table_shows_the_cudnn_ratio(capsys):
     assert "ours/cuDNN" in capsys.readouterr().out
 
 
+def test_target_line_counts_the_configurations_below_cudnn():
+    """``report.target_line``: of the configurations from 1024 keys timed for both flashtriton
+    and sdpa_cudnn, how many are at or above cuDNN, and the ones below, least first."""
+    data = _recorded_results()  # ours 400 TFLOP/s, cuDNN 380 everywhere: 24 configurations
+    assert report.target_line(data["results"]) == (
+        "against cuDNN, from 1024 keys: 24 of 24 configurations at or above 1.00x")
+    rows = [dict(r) for r in data["results"]]
+    for r in rows:  # ours slower in two configurations, one of them below 1024 keys
+        if r["provider"] == "flashtriton" and r["headdim"] == 64 and not r["causal"] \
+                and r["pass"] == "bwd" and r["seqlen"] == 4096:
+            r["tflops"] = 361.0  # 0.95x
+        if r["provider"] == "flashtriton" and r["headdim"] == 128 and r["causal"] \
+                and r["pass"] == "fwd" and r["seqlen"] == 16384:
+            r["tflops"] = 376.2  # 0.99x
+    rows.append({**rows[0], "seqlen": 512, "tflops": 1.0})  # below 1024 keys: not counted
+    rows.append({**rows[0], "provider": "sdpa_cudnn", "seqlen": 512, "tflops": 380.0})
+    assert report.target_line(rows) == (
+        "against cuDNN, from 1024 keys: 22 of 24 configurations at or above 1.00x; below: "
+        "bwd bf16 d64 4096 full 0.950x, fwd bf16 d128 16384 causal 0.990x")
+    assert report.target_line([r for r in rows if r["provider"] != "sdpa_cudnn"]) is None
+
+
 def test_progress_lines_and_the_summary_say_how_long_the_run_took(capsys):
     """Each progress line carries the seconds since the run began (the gaps show where a long
     run's time goes), and the last line the whole run's time."""

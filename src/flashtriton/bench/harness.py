@@ -624,7 +624,7 @@ def timer_description(device: str, rounds: int) -> str:
 
 
 def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = None) -> int:
-    from flashtriton.bench.report import make_console, setup_line, summary_tables
+    from flashtriton.bench.report import make_console, setup_line, summary_tables, target_line
     from flashtriton.bench.results import merge_results, read_results, write_results
 
     if getattr(args, "baseline_src", None) is not None and (getattr(args, "feature", None)
@@ -726,6 +726,9 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
     setup = setup_line(results)
     if setup:
         console.print(setup)
+    target = target_line(results)
+    if target:
+        console.print(target)
     console.print("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items())
                   + f"; {elapsed:.0f} s in all")
     data = {"meta": meta, "results": results}

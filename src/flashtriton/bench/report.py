@@ -161,6 +161,37 @@ def _grouped(results: list[dict]):
     return groups
 
 
+# The speed target (issue 3): every configuration from this many keys, forward and backward,
+# at or above SDPA's cuDNN backend, measured in the same run
+TARGET_FROM_SEQLEN = 1024
+
+
+def target_line(results: list[dict]) -> str | None:
+    """One line on the speed target: how many of the run's configurations from
+    ``TARGET_FROM_SEQLEN`` keys (where both flashtriton and sdpa_cudnn were timed) have
+    flashtriton at or above cuDNN, and which are below, least first, with their ratios. None
+    when the run has no such configuration."""
+    below, counted = [], 0
+    for key, by_provider in _grouped(results).items():
+        ours, peer = by_provider.get("flashtriton"), by_provider.get("sdpa_cudnn")
+        if key[4] < TARGET_FROM_SEQLEN or not all(r is not None and r.get("tflops")
+                                                  for r in (ours, peer)):
+            continue
+        counted += 1
+        ratio = ours["tflops"] / peer["tflops"]
+        if ratio < 1.0:
+            below.append((ratio, key))
+    if not counted:
+        return None
+    line = (f"against cuDNN, from {TARGET_FROM_SEQLEN} keys: {counted - len(below)} of {counted} "
+            f"configurations at or above 1.00x")
+    if below:
+        line += "; below: " + ", ".join(
+            f"{p} {dtype} d{d} {s} {'causal' if causal else 'full'} {ratio:.3f}x"
+            for ratio, (p, dtype, causal, d, s) in sorted(below))
+    return line
+
+
 def summary_tables(results: list[dict], providers: list[str], *,
                    timer: str = "median of do_bench") -> list[tuple[str, list, list]]:
     """(title, headers, rows) for the TFLOP/s table and, when measured, the peak-memory table
