@@ -214,10 +214,10 @@ def _regions(insts: list[tuple]) -> list[range]:
 _BEFORE = -1  # stands for "not written since the loop's header" in an iteration's analysis
 
 
-def _reaching(blocks, preds, insts, members, start, seed=False):
-    """Reaching definitions over the blocks ``members`` (a set of block indices): for each
-    block, a dict register -> frozenset of the instruction indices whose write may reach its
-    start. A write under a guard counts as a write (its guard usually goes with the branch
+def _reaching(blocks, preds, dests, members, start, seed=False):
+    """Reaching definitions over the blocks ``members`` (a set of block indices; ``dests``: each
+    instruction's ``_dests``): for each block, a dict register -> frozenset of the instruction
+    indices whose write may reach its start. A write under a guard counts as a write (its guard usually goes with the branch
     around it: the backward's ring position is written under ``@!UP0`` before a branch on the
     same predicate, and on the other arm unguarded; :func:`unset_descriptor_reads` counts it
     as none, the safe side there). Only edges between members count. ``start``'s entry holds
@@ -250,8 +250,7 @@ def _reaching(blocks, preds, insts, members, start, seed=False):
             on_entry[k] = new
             out = dict(new)
             for i in blocks[k]:
-                _, guard, op, operands = insts[i]
-                for r in _dests(op, operands):
+                for r in dests[i]:
                     out[r] = frozenset({i})
             if out != on_exit[k]:
                 on_exit[k] = out
@@ -272,6 +271,7 @@ def stale_descriptor_reads(sass: str) -> list[dict]:
         return []
     blocks, successors = _blocks(insts)
     block_of = {i: k for k, b in enumerate(blocks) for i in b}
+    dests = [_dests(op, operands) for _, _, op, operands in insts]
     found = []
     for region in _regions(insts):
         members = {block_of[i] for i in region}
@@ -281,7 +281,7 @@ def stale_descriptor_reads(sass: str) -> list[dict]:
                 if s in members:
                     preds[s].append(k)
         first = block_of[region.start]
-        whole = _reaching(blocks, preds, insts, members, first)
+        whole = _reaching(blocks, preds, dests, members, first)
         # natural loops: a back edge p -> h (h not after p); the body, what reaches p without
         # h; the back edges to one header make one loop
         bodies = {}
@@ -303,8 +303,7 @@ def stale_descriptor_reads(sass: str) -> list[dict]:
             t = table.get(k, {})
             cur = set(t.get(r, t.get("*", frozenset())))
             for j in range(blocks[k].start, i):
-                _, guard, op, operands = insts[j]
-                if r in _dests(op, operands):
+                if r in dests[j]:
                     cur = {j}
             return cur
 
@@ -330,7 +329,7 @@ def stale_descriptor_reads(sass: str) -> list[dict]:
                     h, body = loop
                     if h not in iteration:
                         iteration[h] = _reaching(blocks, {k: [p for p in preds[k] if p in body]
-                                                          for k in body}, insts, body, h, True)
+                                                          for k in body}, dests, body, h, True)
                     mine = defs_at(j, r, iteration[h])
                     if _BEFORE in mine and len(mine) > 1:  # written on some paths, not all
                         found.append({"address": addr, "opcode": op, "register": r,
