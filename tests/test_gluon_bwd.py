@@ -183,8 +183,8 @@ def test_gluon_backward_tile_order_refused():
 
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
 # one 64-key tile and exchange Pᵀ and dSᵀ; then dQ by kernels/bwd_gluon_d256_dq.py's kernel,
-# whose consumers split dQ's columns and exchange dS. The shipped config (persistent below
-# PERSISTENT_BWD_BELOW keys: with these few tiles, one tile per program), and persistent with
+# whose consumers split dQ's columns and exchange dS. The shipped config (persistent, causal on
+# greedy tile tables; with these few tiles, one tile per program), and persistent with
 # more tiles than SMs (programs walk several tiles: the buffers that stage dK and dV are Pᵀ's
 # and dSᵀ's, handed back between tiles; the dQ kernel's Q and dO buffers are handed back too,
 # and some of its tiles have rows that see no key)
@@ -215,7 +215,7 @@ def test_gluon_backward_d256(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
 def test_gluon_backward_d256_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
     dq_calls = run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, None,
                         persistent=True)
-    assert dq_calls == [True], "the dQ kernel did not run persistent (shipped below 8192 keys)"
+    assert dq_calls == [True], "the dQ kernel did not run persistent (shipped so)"
 
 
 # persistent with each program's tiles from a host-made table (schedule.greedy_table), in both
