@@ -36,17 +36,19 @@ from tune import parse_space  # noqa: E402
 SHARED_PER_SM = 232_448  # bytes a block may use on the H200 (sm_90)
 
 
-def entry_for(pas: str, cfg: KernelConfig) -> str:
-    """The ``flashtriton.analysis.sass`` registry entry that launches ``cfg``'s kernels."""
+def entries_for(pas: str, cfg: KernelConfig, head_dim: int) -> tuple[str, ...]:
+    """The ``flashtriton.analysis.sass`` registry entries that launch ``cfg``'s kernels."""
     if pas == "fwd":
-        return ("gluon_fwd_persistent" if cfg.persistent else "gluon_fwd") if cfg.gluon \
-            else "production_fwd"
-    return "gluon_bwd" if cfg.gluon else "production_bwd_dkdv"
+        return (("gluon_fwd_persistent" if cfg.persistent else "gluon_fwd") if cfg.gluon
+                else "production_fwd",)
+    if cfg.gluon and head_dim == 256:  # dK/dV, then dQ, by two kernels
+        return ("gluon_bwd_d256", "gluon_bwd_d256_dq")
+    return ("gluon_bwd" if cfg.gluon else "production_bwd_dkdv",)
 
 
 # the attention kernels (not the backward's preprocess or a zero fill)
 MAIN_KERNELS = ("_attn_fwd", "_attn_fwd_ws", "_attn_fwd_persistent", "_attn_bwd_dkdv",
-                "_attn_bwd_dq", "_attn_bwd_ws")
+                "_attn_bwd_dq", "_attn_bwd_ws", "_attn_bwd_dkdv_hs", "_attn_bwd_dq_hs")
 
 
 def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dict]:
@@ -54,7 +56,8 @@ def report(pas: str, cfg: KernelConfig, head_dim: int, causal: bool) -> list[dic
     label = {"pass": pas, "head_dim": head_dim, "causal": causal, **cfg.__dict__}
     try:
         shape = Shape(torch.bfloat16, head_dim, causal=causal, config=cfg)
-        launches = [x for x in capture_launches(lambda: KERNELS[entry_for(pas, cfg)].launch(shape))
+        launches = [x for entry in entries_for(pas, cfg, head_dim)
+                    for x in capture_launches(lambda entry=entry: KERNELS[entry].launch(shape))
                     if x["name"] in MAIN_KERNELS]
         rows = []
         for x in launches:

@@ -84,14 +84,15 @@ def test_gluon_forward_not_selected_outside_its_cover(compiled):
 
 def test_gluon_backward_d256_config(compiled):
     """Head dim 256: the Gluon dK/dV kernel of kernels/bwd_gluon_d256.py, then the Gluon dQ
-    kernel of kernels/bwd_gluon_d256_dq.py (fused_dq off), 64-key tiles, persistent below
-    PERSISTENT_BWD_BELOW keys, one program per tile from there; deterministic: the tl kernels."""
+    kernel of kernels/bwd_gluon_d256_dq.py (fused_dq off), 64-key tiles, persistent at every
+    length (session 44), causal on a greedy tile table; deterministic: the tl kernels."""
     below = configs.PERSISTENT_BWD_BELOW
     for causal in (False, True):
         for seqlen_k in (1, 1024, below - 1, below, 16384):
             cfg = configs.gluon_bwd_config(torch.bfloat16, 256, causal, False, False, seqlen_k)
             assert cfg.gluon and not cfg.fused_dq, (causal, seqlen_k)
-            assert cfg.persistent == (seqlen_k < below), (causal, seqlen_k)
+            assert cfg.persistent, (causal, seqlen_k)
+            assert cfg.tile_order == ("greedy" if causal else None), (causal, seqlen_k)
             assert (cfg.block_m, cfg.block_n, cfg.num_warps) == (64, 64, 4)
     assert configs.gluon_bwd_config(torch.bfloat16, 256, False, True) is None
 

@@ -156,7 +156,7 @@ def test_gluon_backward_greedy_table(monkeypatch, b, sq, sk, h, hk, d, causal, d
 
 
 def test_gluon_backward_tile_order_refused():
-    """A table needs a persistent launch; the head-dim-256 backward lists its tiles one way."""
+    """A table needs a persistent launch, at every head dim."""
     from flashtriton.kernels.bwd import attn_bwd
     from flashtriton.kernels.bwd_gluon import attn_bwd_gluon
 
@@ -169,16 +169,22 @@ def test_gluon_backward_tile_order_refused():
         attn_bwd_gluon(q, q, k, v, lse, lse, params, split_dq=True, persistent=True,
                        tile_order="greedy0")
     q, k, v = (randn(1, 64, 2, 256, dtype=BF16) for _ in range(3))
-    cfg = KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,
-                       tile_order="greedy")
-    with pytest.raises(ValueError, match="head-dim-256"):
+    cfg = KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, tile_order="greedy")
+    with pytest.raises(ValueError, match="persistent"):
         attn_bwd(q, q, k, v, q, lse, make_params(256, causal=True), config=cfg)
+    from flashtriton.kernels.bwd_gluon_d256_dq import attn_bwd_dq_gluon_d256
+    with pytest.raises(ValueError, match="persistent"):
+        attn_bwd_dq_gluon_d256(q, q, k, v, lse, lse, make_params(256, causal=True),
+                               tile_order="greedy")
+    with pytest.raises(ValueError, match="greedy"):
+        attn_bwd_dq_gluon_d256(q, q, k, v, lse, lse, make_params(256, causal=True),
+                               persistent=True, tile_order="snake")
 
 
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over
 # one 64-key tile and exchange Pᵀ and dSᵀ; then dQ by kernels/bwd_gluon_d256_dq.py's kernel,
-# whose consumers split dQ's columns and exchange dS. The shipped config (persistent below
-# PERSISTENT_BWD_BELOW keys: with these few tiles, one tile per program), and persistent with
+# whose consumers split dQ's columns and exchange dS. The shipped config (persistent, causal on
+# greedy tile tables; with these few tiles, one tile per program), and persistent with
 # more tiles than SMs (programs walk several tiles: the buffers that stage dK and dV are Pᵀ's
 # and dSᵀ's, handed back between tiles; the dQ kernel's Q and dO buffers are handed back too,
 # and some of its tiles have rows that see no key)
@@ -209,7 +215,31 @@ def test_gluon_backward_d256(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
 def test_gluon_backward_d256_persistent(monkeypatch, b, sq, sk, h, hk, d, causal, dtype):
     dq_calls = run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, None,
                         persistent=True)
-    assert dq_calls == [True], "the dQ kernel did not run persistent (shipped below 8192 keys)"
+    assert dq_calls == [True], "the dQ kernel did not run persistent (shipped so)"
+
+
+# persistent with each program's tiles from a host-made table (schedule.greedy_table), in both
+# kernels: the dK/dV kernel's tiles are key blocks (schedule.bwd_tile_costs), the dQ kernel's
+# row blocks (the forward's causal_tile_costs; without a mask its tiles cost the same and it
+# keeps its plain order)
+@pytest.mark.parametrize("order", ["greedy", "greedy2"])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_PERSISTENT_CASES)
+def test_gluon_backward_d256_greedy_table(monkeypatch, b, sq, sk, h, hk, d, causal, dtype,
+                                          order):
+    import flashtriton.kernels.bwd_gluon as bwd_gluon
+    import flashtriton.kernels.bwd_gluon_d256_dq as dq_kernel
+
+    tables = []
+    for module, name in ((bwd_gluon, "dkdv"), (dq_kernel, "dq")):
+        real = module.device_table
+        monkeypatch.setattr(module, "device_table", lambda *a, real=real, name=name:
+                            tables.append(name) or real(*a))
+    no_call_plans(monkeypatch)
+    cfg = KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,
+                       tile_order=order)
+    dq_calls = run_case(monkeypatch, b, sq, sk, h, hk, d, causal, dtype, D256_LAUNCHER, cfg)
+    assert dq_calls == [True]
+    assert tables == (["dkdv", "dq"] if causal else ["dkdv"]), tables
 
 
 def test_gluon_backward_d256_not_when_deterministic(monkeypatch):

@@ -328,11 +328,22 @@ _BWD_GLUON = {
     # slower in 10 of 12 launches, 0.8% faster in two unshipped ones (one program per tile at
     # 1k) (2026-11-30-s20-tune-bwd-gluon-d256-dqrows.json; persistent 1k 306.9 against 322.8,
     # 16k one program per tile 361.4 against 376.0).
+    # Session 44: both kernels persistent at every length, causal on greedy tile tables (the
+    # dQ kernel's from the forward's tile costs), sweep 2026-12-03-s44-tune-bwd-d256.json (one
+    # timing each, TFLOP/s; one program per tile / persistent / persistent greedy / cuDNN): no
+    # mask 2k 336.4 / 358.9 / 351.7 / 342, 4k 361.7 / 366.1 / 372.9 / 369, 8k 376.2 / 382.1 /
+    # 383.6 / 358, 16k 382.5 / 385.6 / 385.1 / 358; causal 2k 271.0 / 313.9 / 315.7 / 291, 4k
+    # 325.6 / 344.3 / 353.0 / 340, 8k 360.8 / 310.5 / 372.5 / 376, 16k 382.3 / 292.4 / 386.8 /
+    # 382 (the plain persistent order balances long causal calls badly, as at d128 in session
+    # 5; the table does not). In-process A/B against 3cc7f7d: docs/perf-log.md, session 44.
     (256, False): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
-    (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True),
+    (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,
+                              tile_order="greedy"),
 }
 _BWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
                    for key, cfg in _BWD_GLUON.items()}
+_BWD_GLUON_LONG[(256, False)] = _BWD_GLUON[(256, False)]  # session 44: persistent throughout
+_BWD_GLUON_LONG[(256, True)] = _BWD_GLUON[(256, True)]
 # Causal d64/d128 (and the d128 causal entry below FEW_KEYS_BWD_BELOW): persistent at every
 # length on a greedy tile table (tile_order "greedy", kernels/schedule.py), the forward's d64/
 # d128 causal entries too (sessions 36-37). In-process A/B against feb15ce (the snake below
@@ -469,8 +480,8 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
-    one program per tile from there (d64 without a mask and d64/d128 causal: persistent at
-    every length, causal on a greedy tile table); where
+    one program per tile from there (d64 without a mask, d256 and d64/d128/d256 causal:
+    persistent at every length, causal on a greedy tile table); where
     ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal), that entry below FEW_KEYS_BWD_BELOW
     keys. The launcher still checks that the call is one the kernel covers."""
     if deterministic or dropout:

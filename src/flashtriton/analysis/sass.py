@@ -153,7 +153,8 @@ def _gluon_bwd_d256(kernel: str):
         launcher(torch.empty_like(q), q, k, v, lse, lse,
                  make_params(shape.head_dim, causal=shape.causal), shape.block_m or cfg.block_m,
                  shape.block_n or cfg.block_n, cfg.num_warps, cfg.num_stages,
-                 persistent=cfg.persistent)
+                 persistent=cfg.persistent,
+                 tile_order=cfg.tile_order if cfg.persistent else None)
     return run
 
 

@@ -498,16 +498,14 @@ def attn_bwd(do, q, k, v, o, lse, params: AttnParams, dlse=None, attn_mask=None,
                              *record[1]))
         return dq, dk, dv
     if gluon:  # head dim 256: dK and dV, then dQ, by the Gluon kernels
-        if cfg.tile_order is not None:
-            raise ValueError(f"config tile_order={cfg.tile_order!r}: the head-dim-256 backward "
-                             "lists its tiles one way only (tile_order=None)")
         record = [] if key is not None and pre_entry is not None else None
         dk, dv = attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m,
                                           cfg.block_n, cfg.num_warps, cfg.num_stages,
-                                          persistent=cfg.persistent, record=record)
+                                          persistent=cfg.persistent,
+                                          tile_order=cfg.tile_order, record=record)
         dq = attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, cfg.block_m, cfg.block_n,
                                     cfg.num_warps, cfg.num_stages, persistent=cfg.persistent,
-                                    record=record)
+                                    tile_order=cfg.tile_order, record=record)
         if record is not None and len(record) == 2:
             store_plan(key, (pre_entry, grid3(pre_grid), pre_rest, *record[0], *record[1]))
         return dq, dk, dv

@@ -235,10 +235,12 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
 
 def attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
                              block_n: int = 64, num_warps: int = 4, num_stages: int = 2,
-                             persistent: bool = False, record=None):
+                             persistent: bool = False, tile_order: str | None = None,
+                             record=None):
     """Launch the head-dim-256 Gluon dK/dV kernel (the calls kernels/bwd_gluon.py's
     ``gluon_bwd_eligible`` covers, at head dim 256); ``delta`` is the preprocessed
     rowsum(dO ∘ O) (less dlse). dQ is not computed: the caller runs a dQ kernel.
+    ``tile_order``: ``bwd_gluon.launch_setup``'s (a greedy table, persistent only).
     ``record``: as ``attn_bwd_gluon``'s. Returns (dk, dv)."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     d = q.shape[-1]
@@ -251,7 +253,8 @@ def attn_bwd_dkdv_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
                          f"64-key tiles, 64-query steps; got num_warps={num_warps}, "
                          f"block_n={block_n}, block_m={block_m}")
     dk, dv, grid, rest, causal, maxnreg = launch_setup(do, q, k, v, lse, params, block_n,
-                                                       num_warps, persistent)
+                                                       num_warps, persistent, block_m,
+                                                       tile_order)
     entry = launch(_attn_bwd_dkdv_hs, grid, q, k, v, do, lse, delta, dk, dv, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=num_stages,
                    CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)

@@ -42,8 +42,9 @@ from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import launch_geometry
 from flashtriton.kernels.bwd_gluon_d256 import _exchange
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
-from flashtriton.kernels.fwd_gluon import _pers_tile
-from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order
+from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
+from flashtriton.kernels.schedule import (HEAD_MAJOR, causal_fwd_order, causal_tile_costs,
+                                          device_table, greedy_group)
 
 _empty = torch.empty
 
@@ -57,7 +58,7 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
     through the rings."""
     q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
-    batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table = schedule
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
@@ -81,9 +82,11 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
     row_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     step = 0  # K/V steps of the program's earlier tiles
     local = 0  # the program's tiles so far
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h, h_k, m0, n_steps = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            order, BLOCK_M, BLOCK_N)
+                                            order, BLOCK_M, BLOCK_N, table.dtype.is_ptr())
         # both consumers are done with the last tile's Q, dO, lse and δ (fresh: passes phase 1)
         mbarrier.wait(q_empty, (local & 1) ^ 1)
         mbarrier.expect(q_ready, 2 * BLOCK_M * HEAD_DIM * 2)
@@ -116,7 +119,7 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     every key tile (see the module docstring), written at the tile's end."""
     q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
-    batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order = schedule
+    batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table = schedule
     DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
@@ -138,9 +141,11 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
     step = 0  # K/V steps of the program's earlier tiles
     local = 0  # the program's tiles so far
-    for t in range(gl.program_id(0), total, gl.num_programs(0)):
+    lo, hi, stride = _table_range(table, total)
+    for entry in range(lo, hi, stride):
+        t = _table_tile(table, entry)
         b, h, h_k, m0, n_steps = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
-                                            order, BLOCK_M, BLOCK_N)
+                                            order, BLOCK_M, BLOCK_N, table.dtype.is_ptr())
         offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
         dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
         mbarrier.wait(q_ready, local & 1)
@@ -198,12 +203,13 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
                     stride_qb, stride_qm, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn,
                     stride_vh, stride_dob, stride_dom, stride_dqb, stride_dqm, stride_dqh,
                     stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                    qk_scale, scale_ds, order, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                    CONSUMER_WARPS: gl.constexpr):
+                    qk_scale, scale_ds, order, table, HEAD_DIM: gl.constexpr,
+                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                    CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr):
     """Tiles of BLOCK_M query rows of a head (see the module docstring), in ``_pers_tile``'s
     order (``order``: 0 not causal, else ``HEAD_MAJOR`` or ``ROW_MAJOR``, kernels/schedule.py):
-    one tile per program, or persistent."""
+    one tile per program, or persistent; a persistent launch with a ``table`` (a pointer,
+    ``fwd_gluon._table_range``) takes each program's head-major tile ids from it."""
     dtype: gl.constexpr = Q.dtype.element_ty
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
@@ -238,7 +244,7 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     ring = (k_smem, v_smem, kv_ready, kv_empty)
     n_m = gl.cdiv(seqlen_q, BLOCK_M)
     total = n_m * batch * nheads
-    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order)
+    schedule = (batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table)
     loads = (rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
@@ -262,12 +268,16 @@ def dq_tile_order(causal: bool, persistent: bool, seqlen_q: int, seqlen_k: int, 
 
 def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
                            block_n: int = 64, num_warps: int = 4, num_stages: int = 2,
-                           persistent: bool = False, record=None):
+                           persistent: bool = False, tile_order: str | None = None,
+                           record=None):
     """Launch the head-dim-256 Gluon dQ kernel (the calls kernels/bwd_gluon.py's
     ``gluon_bwd_eligible`` covers, at head dim 256); ``delta`` is the preprocessed
     rowsum(dO ∘ O) (less dlse). One program per tile of ``block_m`` query rows of a head, or
-    (``persistent``) one per SM walking the tiles. ``record``: as ``attn_bwd_gluon``'s.
-    Returns dq in q's dtype."""
+    (``persistent``) one per SM walking the tiles. ``tile_order`` "greedy" or "greedyN"
+    (persistent only): causal, each program's tiles from a table made on the host
+    (``schedule.greedy_table`` over the forward's tile costs, as the persistent forward's);
+    without a mask the tiles cost the same and the plain order stays. ``record``: as
+    ``attn_bwd_gluon``'s. Returns dq in q's dtype."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
@@ -277,16 +287,26 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
         raise ValueError("attn_bwd_dq_gluon_d256: one warpgroup per consumer (num_warps=4), "
                          f"64-row blocks, 64-key tiles; got num_warps={num_warps}, "
                          f"block_m={block_m}, block_n={block_n}")
+    group_size = greedy_group(tile_order)
+    if tile_order is not None and (group_size is None or not persistent):
+        raise ValueError(f"attn_bwd_dq_gluon_d256: tile_order={tile_order!r}: None, or "
+                         "'greedy' / 'greedyN' with a persistent launch")
     dq = _empty(q.shape, dtype=q.dtype, device=q.device)
     causal, shift, maxnreg, grid = launch_geometry(
         params, seqlen_q, seqlen_k, cdiv(seqlen_q, block_m) * batch * nheads, num_warps,
         persistent, q.device)
-    order = dq_tile_order(causal, persistent, seqlen_q, seqlen_k, shift, batch * nheads,
-                          block_m, block_n, grid[0])
+    table = 0  # (an integer: no table)
+    if causal and group_size is not None:
+        order = HEAD_MAJOR  # the table's ids are head-major
+        table = device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n),
+                             batch * nheads, grid[0], group_size, q.device)
+    else:
+        order = dq_tile_order(causal, persistent, seqlen_q, seqlen_k, shift, batch * nheads,
+                              block_m, block_n, grid[0])
     strides = (*q.stride()[:2], *k.stride()[:3], *v.stride()[:3], *do.stride()[:2],
                *dq.stride()[:3], *lse.stride()[:2])
     rest = (*strides, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-            params.softmax_scale * LOG2E, params.softmax_scale, order)
+            params.softmax_scale * LOG2E, params.softmax_scale, order, table)
     entry = launch(_attn_bwd_dq_hs, grid, q, k, v, do, lse, delta, dq, *rest,
                    HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=num_stages,
                    CAUSAL=causal, CONSUMER_WARPS=num_warps, num_warps=4, maxnreg=maxnreg)
