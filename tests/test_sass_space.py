@@ -1,6 +1,6 @@
 """scripts/sass_space.py: every config of a tune.py space compiled for sm_90a on this machine
-(no GPU), one row per attention kernel the library's call launches, and a config the launcher
-refuses reported as an error, not dropped."""
+(no GPU), one row per attention kernel the library's call launches (two for the head-dim-256
+backward), and a config the launcher refuses reported as an error, not dropped."""
 
 import json
 import os
@@ -40,5 +40,16 @@ def test_refused_config_is_an_error_row(tmp_path):
     rows, table = _run(tmp_path, "--pass", "bwd", "--headdim", "256",
                        "--space", "64:128;4;2;gluonsplit")
     (row,) = rows
-    assert row["status"] == "error" and "covers 64 and 128, not 256" in row["note"]
+    # head dim 256 goes to its own dK/dV kernel, which takes 64-key tiles only
+    assert row["status"] == "error" and "64-key tiles" in row["note"], row
     assert "error:" in table
+
+
+def test_d256_backward_is_two_kernels(tmp_path):
+    """At head dim 256 the Gluon backward is the dK/dV kernel, then the dQ kernel: a row each
+    (here persistent on greedy tile tables, as shipped for causal calls)."""
+    rows, _ = _run(tmp_path, "--pass", "bwd", "--headdim", "256", "--causal",
+                   "--space", "64:64;4;2;gluonseppers@greedy")
+    assert [r["kernel"] for r in rows] == ["_attn_bwd_dkdv_hs", "_attn_bwd_dq_hs"], rows
+    assert all(r["status"] == "ok" and r["tile_order"] == "greedy" and r["hgmma"] > 0
+               and r["fits"] and r["unset_descriptors"] == 0 for r in rows), rows
