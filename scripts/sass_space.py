@@ -80,6 +80,8 @@ def _token(cfg: KernelConfig) -> str:
     flags = [k for k in ("gluon", "pingpong", "split_dq", "defer_dq", "dq_on_empty",
                          "dq_alternate", "persistent") if getattr(cfg, k)]
     loads = ("tma" if cfg.tma else "ptr") + ("" if cfg.fused_dq else "sep")
+    if cfg.tile_order:
+        flags.append(f"@{cfg.tile_order}")
     return (f"{cfg.block_m}:{cfg.block_n};{cfg.num_warps};{cfg.num_stages};{loads}"
             + (" " + ",".join(flags) if flags else ""))
 

@@ -48,8 +48,9 @@ def test_refused_config_is_an_error_row(tmp_path):
 def test_d256_backward_is_two_kernels(tmp_path):
     """At head dim 256 the Gluon backward is the dK/dV kernel, then the dQ kernel: a row each
     (here persistent on greedy tile tables, as shipped for causal calls)."""
-    rows, _ = _run(tmp_path, "--pass", "bwd", "--headdim", "256", "--causal",
-                   "--space", "64:64;4;2;gluonseppers@greedy")
+    rows, table = _run(tmp_path, "--pass", "bwd", "--headdim", "256", "--causal",
+                       "--space", "64:64;4;2;gluonseppers@greedy")
+    assert "persistent,@greedy" in table, table
     assert [r["kernel"] for r in rows] == ["_attn_bwd_dkdv_hs", "_attn_bwd_dq_hs"], rows
     assert all(r["status"] == "ok" and r["tile_order"] == "greedy" and r["hgmma"] > 0
                and r["fits"] and r["unset_descriptors"] == 0 for r in rows), rows
