@@ -220,8 +220,8 @@ def test_gluon_backward_d256_persistent(monkeypatch, b, sq, sk, h, hk, d, causal
 
 # persistent with each program's tiles from a host-made table (schedule.greedy_table), in both
 # kernels: the dK/dV kernel's tiles are key blocks (schedule.bwd_tile_costs), the dQ kernel's
-# row blocks (the forward's causal_tile_costs; without a mask its tiles cost the same and it
-# keeps its plain order)
+# row blocks (schedule.row_block_table, as the forward's; without a mask its tiles cost the
+# same and it keeps its plain order)
 @pytest.mark.parametrize("order", ["greedy", "greedy2"])
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype", D256_PERSISTENT_CASES)
 def test_gluon_backward_d256_greedy_table(monkeypatch, b, sq, sk, h, hk, d, causal, dtype,
@@ -230,9 +230,10 @@ def test_gluon_backward_d256_greedy_table(monkeypatch, b, sq, sk, h, hk, d, caus
     import flashtriton.kernels.bwd_gluon_d256_dq as dq_kernel
 
     tables = []
-    for module, name in ((bwd_gluon, "dkdv"), (dq_kernel, "dq")):
-        real = module.device_table
-        monkeypatch.setattr(module, "device_table", lambda *a, real=real, name=name:
+    for module, attr, name in ((bwd_gluon, "device_table", "dkdv"),
+                               (dq_kernel, "row_block_table", "dq")):
+        real = getattr(module, attr)
+        monkeypatch.setattr(module, attr, lambda *a, real=real, name=name:
                             tables.append(name) or real(*a))
     no_call_plans(monkeypatch)
     cfg = KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,

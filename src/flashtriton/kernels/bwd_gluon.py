@@ -639,6 +639,18 @@ def launch_geometry(params, seqlen_q: int, seqlen_k: int, tiles: int, num_warps:
     return causal, shift, maxnreg, grid
 
 
+def bwd_table_group(tile_order: str | None, persistent: bool,
+                    who: str = "the backward") -> int | None:
+    """The group size of the greedy table a Gluon backward launch's ``tile_order`` asks for
+    (``schedule.greedy_group``; None: no table). A ValueError for any other order, or for a
+    table without a persistent launch (the table lists each program's tiles)."""
+    group_size = greedy_group(tile_order)
+    if tile_order is not None and (group_size is None or not persistent):
+        raise ValueError(f"{who}: tile_order={tile_order!r}: None, or 'greedy' / 'greedyN' "
+                         "with a persistent launch")
+    return group_size
+
+
 def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persistent: bool,
                  block_m: int = 64, tile_order: str | None = None):
     """What the Gluon backward launchers (this one's and kernels/bwd_gluon_d256.py's) share:
@@ -649,10 +661,7 @@ def launch_setup(do, q, k, v, lse, params, tile_keys: int, num_warps: int, persi
     "greedyN" (persistent only): each program's tiles from a table made on the host
     (``schedule.greedy_table``, tiles of ``block_m``-row steps); None: causal tiles longest
     first, a persistent launch in ``_snake`` order."""
-    group_size = greedy_group(tile_order)
-    if tile_order is not None and (group_size is None or not persistent):
-        raise ValueError(f"tile_order={tile_order!r}: the backward takes None, or 'greedy' / "
-                         "'greedyN' with a persistent launch")
+    group_size = bwd_table_group(tile_order, persistent)
     batch, seqlen_q, nheads, _ = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     dk = _empty(k.shape, dtype=k.dtype, device=k.device)

@@ -39,12 +39,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, war
                                                               warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
-from flashtriton.kernels.bwd_gluon import launch_geometry
+from flashtriton.kernels.bwd_gluon import bwd_table_group, launch_geometry
 from flashtriton.kernels.bwd_gluon_d256 import _exchange
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
 from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
-from flashtriton.kernels.schedule import (HEAD_MAJOR, causal_fwd_order, causal_tile_costs,
-                                          device_table, greedy_group)
+from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order, row_block_table
 
 _empty = torch.empty
 
@@ -275,7 +274,7 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
     rowsum(dO ∘ O) (less dlse). One program per tile of ``block_m`` query rows of a head, or
     (``persistent``) one per SM walking the tiles. ``tile_order`` "greedy" or "greedyN"
     (persistent only): causal, each program's tiles from a table made on the host
-    (``schedule.greedy_table`` over the forward's tile costs, as the persistent forward's);
+    (``schedule.row_block_table``, as the persistent forward's);
     without a mask the tiles cost the same and the plain order stays. ``record``: as
     ``attn_bwd_gluon``'s. Returns dq in q's dtype."""
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
@@ -287,10 +286,7 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
         raise ValueError("attn_bwd_dq_gluon_d256: one warpgroup per consumer (num_warps=4), "
                          f"64-row blocks, 64-key tiles; got num_warps={num_warps}, "
                          f"block_m={block_m}, block_n={block_n}")
-    group_size = greedy_group(tile_order)
-    if tile_order is not None and (group_size is None or not persistent):
-        raise ValueError(f"attn_bwd_dq_gluon_d256: tile_order={tile_order!r}: None, or "
-                         "'greedy' / 'greedyN' with a persistent launch")
+    group_size = bwd_table_group(tile_order, persistent, "attn_bwd_dq_gluon_d256")
     dq = _empty(q.shape, dtype=q.dtype, device=q.device)
     causal, shift, maxnreg, grid = launch_geometry(
         params, seqlen_q, seqlen_k, cdiv(seqlen_q, block_m) * batch * nheads, num_warps,
@@ -298,8 +294,8 @@ def attn_bwd_dq_gluon_d256(do, q, k, v, delta, lse, params, block_m: int = 64,
     table = 0  # (an integer: no table)
     if causal and group_size is not None:
         order = HEAD_MAJOR  # the table's ids are head-major
-        table = device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n),
-                             batch * nheads, grid[0], group_size, q.device)
+        table = row_block_table(seqlen_q, seqlen_k, shift, block_m, block_n, batch * nheads,
+                                grid[0], group_size, q.device)
     else:
         order = dq_tile_order(causal, persistent, seqlen_q, seqlen_k, shift, batch * nheads,
                               block_m, block_n, grid[0])

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.schedule import (HEAD_MAJOR, ROW_MAJOR, causal_fwd_order,
-                                          causal_tile_costs, device_table, greedy_group)
+                                          greedy_group, row_block_table)
 from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid3,
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
@@ -699,8 +699,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         order, table = 0, 0  # (an integer: no table)
         if causal and group_size is not None:
             order = HEAD_MAJOR  # the table's ids are head-major
-            table = device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n),
-                                 batch * nheads, programs, group_size, q.device)
+            table = row_block_table(seqlen_q, seqlen_k, shift, block_m, block_n,
+                                    batch * nheads, programs, group_size, q.device)
         elif causal:
             order = (causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads, block_m,
                                       block_n, programs)

@@ -191,3 +191,13 @@ def device_table(per_head, heads: int, programs: int, group: int, device) -> tor
             _DEVICE_TABLES.clear()
         _DEVICE_TABLES[key] = tab
     return tab
+
+
+
+def row_block_table(seqlen_q: int, seqlen_k: int, shift: int, block_m: int, block_n: int,
+                    heads: int, programs: int, group: int, device) -> torch.Tensor:
+    """The greedy table of a causal launch whose tiles are row blocks of ``block_m`` rows (the
+    persistent forward's and the head-dim-256 dQ kernel's), costed by ``causal_tile_costs``;
+    its tile ids are head-major (``HEAD_MAJOR``)."""
+    return device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n), heads,
+                        programs, group, device)
