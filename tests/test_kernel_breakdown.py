@@ -31,6 +31,19 @@ def test_overlapping_kernels_are_not_charged_idle_time(breakdown):
     assert out["span_us"] == 20.0
 
 
+def test_window_clock_in_cycles(breakdown):
+    # nvidia-smi samples (unix time, MHz, W); the first row's window holds three of them
+    samples = [(99.0, 1980.0, 400.0), (100.1, 1800.0, 690.0), (100.2, 1700.0, 700.0),
+               (100.3, 1750.0, 695.0), (101.5, 1900.0, 500.0)]
+    rows = [{"sum_us": 3400.0, "t0": 100.0, "t1": 100.4},
+            {"sum_us": 3600.0, "t0": 102.0, "t1": 102.5}]
+    breakdown.attach_window_clock(rows, samples)
+    assert rows[0]["clock_samples"] == 3 and rows[0]["sm_mhz"] == 1750.0
+    assert rows[0]["watts"] == 695.0
+    assert rows[0]["kcycles"] == 5950.0  # 3400 µs at 1750 MHz
+    assert rows[1]["clock_samples"] == 0 and rows[1]["kcycles"] is None
+
+
 def test_host_probe_median_offsets():
     """scripts/host_probe.py's per-position medians of the launch stamps (µs from each call's
     start)."""

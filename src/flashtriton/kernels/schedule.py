@@ -193,7 +193,6 @@ def device_table(per_head, heads: int, programs: int, group: int, device) -> tor
     return tab
 
 
-
 def row_block_table(seqlen_q: int, seqlen_k: int, shift: int, block_m: int, block_n: int,
                     heads: int, programs: int, group: int, device) -> torch.Tensor:
     """The greedy table of a causal launch whose tiles are row blocks of ``block_m`` rows (the
