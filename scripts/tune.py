@@ -2,7 +2,11 @@
 before timing it; print a table and write JSON.
 
     PYTHONPATH=src python3 scripts/tune.py --out $OUT/tune.json [--pass fwd,bwd] [--headdims 64,128]
-        [--dtype bf16|fp16|fp8] [--deterministic] [--dropout 0.1]
+        [--dtype bf16|fp16|fp8] [--deterministic] [--dropout 0.1] [--rounds 5]
+
+``--rounds N`` times every checked config and cuDNN once a round, in turn, N rounds, so that
+all of them meet the same swings of the power-capped clock; a row's time is the median of its
+rounds (listed as ``rounds_ms``). Compare configs by their paired rounds, not one timing each.
 
 float8 (forward only) is checked against SDPA on the dequantized inputs; with ``--dropout`` the
 reference is our own launcher with its default config (the same mask), since no peer draws it.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 import time
 
@@ -78,6 +83,10 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
     ap.add_argument("--deterministic", action="store_true", help="backward: the two-kernel path")
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every checked config (and cuDNN) once a round, interleaved, "
+                         "this many rounds; a row's ms is the median of its rounds "
+                         "(rounds_ms in the JSON)")
     ap.add_argument("--warmup-ms", type=int, default=GPU_WARMUP_MS,
                     help="do_bench warmup for every timing, cuDNN's included (default: the "
                          "bench's, so that the GPU is at its power-capped clock first; before "
@@ -103,6 +112,8 @@ def main():
     ap.add_argument("--bwd-space", default="64:64,64:128,128:64,32:64;4,8;1,2,3;tma",
                     help=space_help)
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[args.dtype]
     fp8 = dtype == torch.float8_e4m3fn
     results = []
@@ -133,6 +144,7 @@ def main():
                 ref = o_ref
                 if pas == "bwd":
                     ref_grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, seed=extra["seed"])
+            timed, first = [], len(results)  # (row, fn): the checked configs, then the peer
             for cfg in spaces["fwd" if pas == "fwd" else "bwd"]:
                 row = dict(pass_=pas, headdim=d, seqlen=s, causal=causal, batch=b, heads=h,
                            **cfg.__dict__)
@@ -141,41 +153,57 @@ def main():
                     if pas == "fwd":
                         out, _ = attn_fwd(q, k, v, params, config=cfg, **extra)
                         err = rel_err(out, ref)
-                        fn = lambda: attn_fwd(q, k, v, params, config=cfg, **extra)  # noqa: E731
+                        fn = lambda cfg=cfg: attn_fwd(q, k, v, params, config=cfg, **extra)  # noqa: E731
                     else:
                         grads = attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg,
                                          seed=extra["seed"])
                         err = max(rel_err(a, r) for a, r in zip(grads, ref_grads))
-                        fn = lambda: attn_bwd(do, q, k, v, o_ref, lse_ref, params, config=cfg,  # noqa: E731
-                                              seed=extra["seed"])
+                        fn = lambda cfg=cfg: attn_bwd(do, q, k, v, o_ref, lse_ref, params,  # noqa: E731
+                                                      config=cfg, seed=extra["seed"])
                     if not err < (6e-2 if fp8 else 2e-2):
                         row.update(status="wrong", err=err)
                     else:
-                        ms = do_bench(fn, warmup=args.warmup_ms, rep=100, return_mode="median")
-                        row.update(status="ok", err=err, ms=ms,
-                                   tflops=flops(b, h, s, d, causal, pas) / ms * 1e-9)
+                        row.update(status="ok", err=err)
+                        timed.append((row, fn))
                 except Exception as exc:  # out of shared memory and such: recorded, not fatal
                     row.update(status="error", note=f"{type(exc).__name__}: {str(exc)[:120]}")
                 row["wall_s"] = round(time.time() - t0, 1)
                 results.append(row)
-                print(json.dumps(row), flush=True)
             # the peer for context: cuDNN through SDPA
             try:
                 from torch.nn.attention import SDPBackend, sdpa_kernel
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    if pas == "fwd":
-                        ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
-                            qr, kr, vr, is_causal=causal), warmup=args.warmup_ms,
-                            return_mode="median")
-                    else:
-                        o2 = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
-                        g2 = do.transpose(1, 2).to(o2.dtype)
-                        ms = do_bench(lambda: torch.autograd.grad(o2, (qr, kr, vr), g2, retain_graph=True),
-                                      warmup=args.warmup_ms, return_mode="median")
-                results.append(dict(pass_=pas, headdim=d, seqlen=s, causal=causal, provider="sdpa_cudnn",
-                                    ms=ms, tflops=flops(b, h, s, d, causal, pas) / ms * 1e-9))
+                    o2 = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+                g2 = do.transpose(1, 2).to(o2.dtype)
+
+                def peer(pas=pas, causal=causal, o2=o2, g2=g2):
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        if pas == "fwd":
+                            return torch.nn.functional.scaled_dot_product_attention(
+                                qr, kr, vr, is_causal=causal)
+                        return torch.autograd.grad(o2, (qr, kr, vr), g2, retain_graph=True)
+                peer()
+                row = dict(pass_=pas, headdim=d, seqlen=s, causal=causal, provider="sdpa_cudnn")
+                results.append(row)
+                timed.append((row, peer))
             except Exception as exc:
                 print("cudnn failed:", exc)
+            for rnd in range(args.rounds):  # interleaved: every config once a round
+                for row, fn in timed:
+                    try:
+                        ms = do_bench(fn, warmup=args.warmup_ms, rep=100, return_mode="median")
+                    except Exception as exc:  # a launch that fails only when timed
+                        row.update(status="error",
+                                   note=f"{type(exc).__name__}: {str(exc)[:120]}")
+                        continue
+                    row.setdefault("rounds_ms", []).append(ms)
+            for row in results[first:]:
+                if row.get("rounds_ms"):
+                    row["ms"] = statistics.median(row["rounds_ms"])
+                    row["tflops"] = flops(b, h, s, d, causal, pas) / row["ms"] * 1e-9
+                    if args.rounds == 1:
+                        del row["rounds_ms"]
+                print(json.dumps(row), flush=True)
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "dtype": args.dtype, "deterministic": args.deterministic,
@@ -197,7 +225,7 @@ def main():
                f"{' ' + best['tile_order'] if best.get('tile_order') else ''}"
                if best else "none")
         print(f"{key[0]:4} {key[1]:>4} {key[2]:>6} {str(key[3]):>6} {cfg:>22} "
-              f"{best['tflops'] if best else 0:8.0f} {peer[0]['tflops'] if peer else 0:7.0f}")
+              f"{best['tflops'] if best else 0:8.0f} {peer[0].get('tflops', 0) if peer else 0:7.0f}")
     bad = [r for r in results if r.get("status") == "wrong"]
     print(f"{len(bad)} configs gave wrong results" + (f": {bad}" if bad else ""))
     return 0
