@@ -1,8 +1,10 @@
 """Forward and backward on a few odd shapes, for `compute-sanitizer --tool memcheck`:
 
-    PYTHONPATH=src compute-sanitizer --tool memcheck python3 scripts/sanitize.py [--gluon-only]
+    PYTHONPATH=src compute-sanitizer --tool memcheck python3 scripts/sanitize.py \
+        [--gluon-only | --d256-only]
 
 ``--gluon-only``: just the Gluon kernels' launches (quick; also for ``--tool synccheck``).
+``--d256-only``: just the head-dim-256 Gluon launches (``d256``), the quickest check of them.
 """
 import sys
 
@@ -12,8 +14,10 @@ from flashtriton import flash_attn_func, flash_attn_varlen_func, scaled_dot_prod
 
 torch.manual_seed(0)
 GLUON_ONLY = "--gluon-only" in sys.argv[1:]
-if GLUON_ONLY:
-    sys.argv.remove("--gluon-only")
+D256_ONLY = "--d256-only" in sys.argv[1:]
+unknown = [a for a in sys.argv[1:] if a not in ("--gluon-only", "--d256-only")]
+if unknown or (GLUON_ONLY and D256_ONLY):
+    sys.exit(f"sanitize.py: takes --gluon-only or --d256-only, not {' '.join(sys.argv[1:])}")
 
 
 def everything_else():
@@ -46,9 +50,40 @@ def everything_else():
     flash_attn_func(q8, k8, v8, causal=True)
 
 
-if not GLUON_ONLY:
+def d256():
+    """The head-dim-256 Gluon kernels (session 18): the forward persistent (O through Q's
+    buffers) and one program per tile; the backward's dK/dV kernel persistent and not, then
+    its dQ kernel; GQA, odd lengths, causal and not; persistent with more tiles than SMs on the
+    greedy tables (session 44: both kernels, the model's group and groups of 2 heads)."""
+    from flashtriton.configs import KernelConfig, make_params
+    from flashtriton.kernels.bwd import attn_bwd
+    from flashtriton.kernels.fwd import attn_fwd
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    q2 = torch.randn(2, 333, 4, 256, device="cuda", dtype=torch.bfloat16)
+    k2 = torch.randn(2, 301, 2, 256, device="cuda", dtype=torch.bfloat16)
+    for causal in (False, True):
+        params = make_params(256, causal=causal)
+        for persistent in (True, False):
+            attn_fwd_gluon(q2, k2, k2, params, 128, 64, 4, 2, True, persistent)
+        o2, lse2 = attn_fwd(q2, k2, k2, params)
+        for persistent in (True, False):
+            attn_bwd(torch.randn_like(o2), q2, k2, k2, o2, lse2, params,
+                     config=KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False,
+                                         persistent=persistent))
+    q3 = torch.randn(2, 1333, 8, 256, device="cuda", dtype=torch.bfloat16)  # 336 row blocks
+    k3 = torch.randn(2, 1201, 4, 256, device="cuda", dtype=torch.bfloat16)
+    params = make_params(256, causal=True)
+    o3, lse3 = attn_fwd(q3, k3, k3, params)
+    for order in ("greedy", "greedy2"):
+        attn_bwd(torch.randn_like(o3), q3, k3, k3, o3, lse3, params,
+                 config=KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,
+                                     tile_order=order))
+
+
+if not (GLUON_ONLY or D256_ONLY):
     everything_else()
-if torch.cuda.get_device_capability()[0] == 9:
+if torch.cuda.get_device_capability()[0] == 9 and not D256_ONLY:
     from flashtriton.configs import make_params
     from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 
@@ -131,19 +166,7 @@ if torch.cuda.get_device_capability()[0] == 9:
                     attn_bwd(torch.randn_like(ob), qb, kb, kb, ob, lseb, params,
                              config=KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True,
                                                  persistent=persistent, tile_order=order, **kw))
-    # head dim 256 (session 18): the forward persistent (O through Q's buffers) and one program
-    # per tile; the backward's dK/dV kernel persistent and not, then its dQ kernel; GQA, odd
-    # lengths, causal and not
-    q2 = torch.randn(2, 333, 4, 256, device="cuda", dtype=torch.bfloat16)
-    k2 = torch.randn(2, 301, 2, 256, device="cuda", dtype=torch.bfloat16)
-    for causal in (False, True):
-        params = make_params(256, causal=causal)
-        for persistent in (True, False):
-            attn_fwd_gluon(q2, k2, k2, params, 128, 64, 4, 2, True, persistent)
-        o2, lse2 = attn_fwd(q2, k2, k2, params)
-        for persistent in (True, False):
-            attn_bwd(torch.randn_like(o2), q2, k2, k2, o2, lse2, params,
-                     config=KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False,
-                                         persistent=persistent))
+if torch.cuda.get_device_capability()[0] == 9:
+    d256()
 torch.cuda.synchronize()
 print("sanitize script finished")
