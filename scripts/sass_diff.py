@@ -8,7 +8,8 @@ kernel argument added ahead of others moves every later one), then compared line
 OLD_SRC / NEW_SRC: folders holding a ``flashtriton`` package (a tree's src/; NEW_SRC defaults
 to this tree's, e.g. ``scripts/branch_trees.sh trees main`` makes ``trees/main/src``). Cases
 (default: all): the persistent Gluon launches of the shipped configs, fwd-d64 (two consumers),
-fwd-d64-c3 (three), fwd-d128, bwd-d64, bwd-d128; ``--causal`` takes the causal configs instead.
+fwd-d64-c3 (three), fwd-d128, bwd-d64, bwd-d128, bwd-d256 (its two kernels); ``--causal`` takes
+the causal configs instead.
 Prints one line per compiled kernel (``same`` or how many lines differ); exits 1 if any
 differs. Used in session 37 to show that a launch without a greedy tile table compiles as it
 did before the tables (docs/perf-log.md).
@@ -26,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ("fwd-d64", "fwd-d64-c3", "fwd-d128", "bwd-d64", "bwd-d128")
+CASES = ("fwd-d64", "fwd-d64-c3", "fwd-d128", "bwd-d64", "bwd-d128", "bwd-d256")
 _INSTRUCTION = re.compile(r"\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
 _CONSTANT = re.compile(r"c\[0x0\]\[0x[0-9a-f]+\]")
 
@@ -54,6 +55,11 @@ def _launch(case: str, causal: bool):
     if case == "fwd-d64-c3":
         config = KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True, persistent=True)
     shape = Shape(dtype=torch.bfloat16, head_dim=d, causal=causal, config=config)
+    if case == "bwd-d256":  # the shipped two kernels, dK/dV then dQ
+        from flashtriton.analysis.sass import _gluon_bwd_d256
+
+        dkdv, dq = _gluon_bwd_d256("dkdv"), _gluon_bwd_d256("dq")
+        return (lambda s: (dkdv(s), dq(s))), shape
     return (_gluon_fwd(True) if case.startswith("fwd") else _gluon_bwd), shape
 
 
