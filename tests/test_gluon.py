@@ -141,6 +141,18 @@ CASES += [
     case(2, 2049, 2049, 24, 24, 128, True, F16, (*PPPERS, "greedy16")),
     case(2, 1000, 1000, 8, 8, 64, False, BF16, (*PPPERS, "greedy")),
 ]
+# the persistent causal row blocks end at the last row, to within a consumer's rows
+# (``fwd_gluon._pers_tile``'s row0), so the first block holds whole consumers of rows before
+# row 0: one (1088 rows: 64 before), two with 24 rows of padding left at the end (1000: 128
+# before), and with the diagonal shifted right (200 rows against 1000 keys: 128 before, 56 at
+# the end) consumers before row 0 whose diagonal would reach keys; they must load, compute
+# and store nothing
+CASES += [
+    case(2, 1088, 1088, 8, 8, 64, True, BF16, (*C3PPPERS, "greedy")),
+    case(2, 1000, 1000, 8, 8, 64, True, F16, (*C3PERS, "row")),
+    case(2, 200, 1000, 8, 2, 64, True, BF16, (*C3PPPERS, "greedy")),
+    case(2, 200, 1000, 8, 2, 128, True, BF16, (*PPPERS, "greedy")),
+]
 # bottom-right causal with seqlen_q - seqlen_k past a whole tile of rows: the first tiles of
 # every head see no key at all (no key tile to load; O = 0, lse = -inf), with the persistent
 # programs walking on to tiles that do, on two and three consumers, and one program per tile
@@ -174,6 +186,7 @@ CASES += [
     case(3, 777, 901, 16, 4, 256, True, F16, (*D256PERS, "head")),
     case(2, 129, 65, 40, 20, 256, True, BF16, (128, 64, 4, 2, False, True)),
     case(2, 2049, 2049, 16, 16, 256, True, BF16, D256PERS),
+    case(2, 200, 1000, 8, 2, 256, True, BF16, D256PERS),  # rows before row 0 (see above)
 ]
 
 

@@ -29,19 +29,38 @@ def test_snake_loads_match_a_walk_of_the_kernel_order(total, programs):
     assert np.allclose(schedule.snake_loads(costs, programs), walk_snake(costs, programs))
 
 
-def test_tile_costs_count_the_key_tiles_each_row_block_sees():
+@pytest.mark.parametrize("aligned", [False, True], ids=["from-row-0", "to-last-row"])
+def test_tile_costs_count_the_key_tiles_each_row_block_sees(aligned):
     rng = np.random.default_rng(7)
     for _ in range(20):
         sq, sk = (int(x) for x in rng.integers(1, 3000, 2))
         rows, bn = int(rng.choice([128, 192])), 128
         shift = sk - sq  # bottom-right diagonal: key <= row + shift
-        costs = schedule.causal_tile_costs(sq, sk, shift, rows, bn, overhead=0.0)
         n_m = -(-sq // rows)
+        # the persistent forward's: whole consumers (64 rows) of padding before row 0
+        lead = (n_m * rows - sq) // 64 * 64 if aligned else 0
+        costs = schedule.causal_tile_costs(sq, sk, shift, rows, bn, overhead=0.0, lead=lead)
         expect = []
         for p in reversed(range(n_m)):  # longest (last) row block first
-            seen = max(min(sk, r + shift + 1) for r in range(p * rows, (p + 1) * rows))
+            block = [r for r in range(p * rows - lead, (p + 1) * rows - lead) if 0 <= r < sq]
+            assert block, (sq, rows, p)  # every block holds rows of the sequence
+            seen = max(min(sk, r + shift + 1) for r in block)
             expect.append(-(-max(seen, 0) // bn))
         assert costs.tolist() == expect, (sq, sk, rows)
+
+
+def test_blocks_that_start_before_row_0_cost_less_where_the_rows_do_not_fill_them():
+    # the d64 causal forward at 16k keys (192-row blocks, 128 rows short): with the padding
+    # before row 0 the partial block sees one key tile instead of all 128
+    for seqlen, lead, fewer in ((16384, 128, 85), (8192, 64, 21), (6144, 0, 0)):
+        plain = schedule.causal_tile_costs(seqlen, seqlen, 0, 192, 128, overhead=0.0)
+        aligned = schedule.causal_tile_costs(seqlen, seqlen, 0, 192, 128, overhead=0.0,
+                                             lead=lead)
+        assert plain.sum() - aligned.sum() == fewer, seqlen
+        assert aligned[-1] == (1 if lead else 2) and aligned[0] == seqlen // 128
+    for lead in (-1, 192, 129):  # 16384 rows in 192-row blocks leave 128 to place
+        with pytest.raises(ValueError, match="every block must hold a row"):
+            schedule.causal_tile_costs(16384, 16384, 0, 192, 128, lead=lead)
 
 
 def test_order_follows_the_balance():

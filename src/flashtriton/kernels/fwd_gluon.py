@@ -278,9 +278,11 @@ def _divide(n, d, by, FAST: gl.constexpr):
 @gluon.jit
 def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
                BLOCK_M2: gl.constexpr, BLOCK_N: gl.constexpr, FROM_TABLE: gl.constexpr = False,
-               divs=0, FAST: gl.constexpr = False):
+               divs=0, FAST: gl.constexpr = False, row0=0):
     """Tile ``t`` of the persistent forward (and of the d256 backward's dQ kernel, whose
-    tiles are rows too): (batch, head, key head, first row, key tiles).
+    tiles are rows too): (batch, head, key head, first row, key tiles). Row block ``i`` starts
+    at row ``row0 + i · BLOCK_M2``: ``row0`` 0, or (the causal forward) a multiple of the
+    consumers' rows ≤ 0, so that the partial block is the first, the shortest.
     ``order`` 0 (not causal): head by head, a head's row blocks in order, so the programs
     running together share K and V in L2. Causal, the longest row blocks (the last) first and
     the tiles taken in ``_snake`` order, listed head by head (1, ``HEAD_MAJOR``:
@@ -312,7 +314,7 @@ def _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total, order,
         pid_m = n_m - 1 - pid_m
     b = _divide(bh, nheads, nheads_by, FAST)
     h = bh - b * nheads
-    m0 = pid_m * BLOCK_M2
+    m0 = pid_m * BLOCK_M2 + row0
     n_tiles = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(m0 + BLOCK_M2 + shift, 0)), BLOCK_N)
     return b, h, _divide(h, group, group_by, FAST), m0, n_tiles
 
@@ -349,12 +351,16 @@ def _table_tile(table, e):
 
 @gluon.jit
 def _load_q(q_desc, q_bar, q_smem, b, m0, h, w: gl.constexpr):
-    """The persistent producer's load of consumer ``w``'s Q block of a tile."""
+    """The persistent producer's load of consumer ``w``'s Q block of a tile (no TMA coordinate
+    below 0: the consumer of rows before row 0 gets an arrival instead, and computes nothing)."""
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
-    mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
-    tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
-                                    q_smem.index(w))
+    if m0 + w * BLOCK_M >= 0:
+        mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
+        tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
+                                        q_smem.index(w))
+    else:  # rows before row 0 (``_pers_tile``'s row0): no load, the barrier passes
+        mbarrier.arrive(q_bar.index(w))
 
 
 @gluon.jit
@@ -370,7 +376,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     through Q's buffer, the consumers release it on ``q_empty`` after that store."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs, row0 = schedule
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
@@ -398,7 +404,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
         t = _table_tile(table, entry)
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
                                             order, CONSUMERS * BLOCK_M, BLOCK_N,
-                                            table.dtype.is_ptr(), divs, True)
+                                            table.dtype.is_ptr(), divs, True, row0)
         if O_IN_Q:
             for w in gl.static_range(CONSUMERS):
                 mbarrier.wait(q_empty.index(w), (local & 1) ^ 1)  # a fresh barrier passes phase 1
@@ -436,7 +442,7 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     (``one_softmax_path``); ``ones``: ``_attend_tile``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
-    batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs = schedule
+    batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs, row0 = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
      stride_lh, ONE_PATH, ones, HALF_TAIL) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
@@ -467,10 +473,13 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         t = _table_tile(table, entry)
         b, h, h_k, m0, n_tiles = _pers_tile(t, n_m, nheads, group, seqlen_k, shift, total,
                                             order, CONSUMERS * BLOCK_M, BLOCK_N,
-                                            table.dtype.is_ptr(), divs, True)
+                                            table.dtype.is_ptr(), divs, True, row0)
         rows0 = m0 + WG * BLOCK_M
         n_full = gl.minimum(seqlen_k, gl.maximum(rows0 + shift + 1, 0)) // BLOCK_N
         n_own = gl.cdiv(gl.minimum(seqlen_k, gl.maximum(rows0 + BLOCK_M + shift, 0)), BLOCK_N)
+        # a consumer of rows before row 0 (the causal first block's, see row0) computes and
+        # stores nothing, whatever keys its diagonal would reach
+        n_own = gl.where(rows0 >= 0, n_own, 0)
         n_half = _half_last(n_own, rows0 + BLOCK_M, seqlen_k, shift, BLOCK_N, HALF_TAIL)
         offs_m = rows0 + gl.arange(0, BLOCK_M, layout=row_s)
         if O_IN_Q:
@@ -486,11 +495,12 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
         # (O_IN_Q: every product that read Q has completed in _attend_tile)
-        o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [b, rows0, h, 0], o_s)
-        gl.store(LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + offs_m, lse,
-                 mask=offs_m < seqlen_q)
+        if rows0 >= 0:
+            o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [b, rows0, h, 0], o_s)
+            gl.store(LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + offs_m,
+                     lse, mask=offs_m < seqlen_q)
         if O_IN_Q:
             tma.store_wait(pendings=0)  # O has left Q's buffer: the next tile's Q may load
             mbarrier.arrive(qe)
@@ -535,8 +545,16 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     total = n_m * batch * nheads
+    row0 = seqlen_q * 0
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal
+    else:
+        # the row blocks end at the last row, to within a consumer's rows: the first block
+        # holds the whole consumers' worth of padding, which see the fewest keys, where at
+        # the end they would see the most. A consumer of rows before row 0 loads, computes
+        # and stores nothing (no TMA coordinate is below 0); under BLOCK_M rows of padding
+        # stay at the end, as before.
+        row0 = -((n_m * (CONSUMERS * BLOCK_M) - seqlen_q) // BLOCK_M) * BLOCK_M
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, 1, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
@@ -561,7 +579,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     queue = (q_smem, q_bar, q_empty)
     schedule = (batch, nheads, group, seqlen_k, shift, n_m, total, order, table,
-                (n_m_by, nheads_by, group_by))
+                (n_m_by, nheads_by, group_by), row0)
     loads = (ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_qm, stride_qh,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
@@ -697,13 +715,16 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
         programs = max(1, min(tiles, num_sms(q.device)))
         order, table = 0, 0  # (an integer: no table)
+        # rows before row 0 in the first causal block (the kernel's row0, negated)
+        lead = (tiles // (batch * nheads) * block_m - seqlen_q) // rows * rows
         if causal and group_size is not None:
             order = HEAD_MAJOR  # the table's ids are head-major
             table = row_block_table(seqlen_q, seqlen_k, shift, block_m, block_n,
-                                    batch * nheads, programs, group_size, q.device)
+                                    batch * nheads, programs, group_size, q.device,
+                                    lead=lead)
         elif causal:
             order = (causal_fwd_order(seqlen_q, seqlen_k, shift, batch * nheads, block_m,
-                                      block_n, programs)
+                                      block_n, programs, lead=lead)
                      if tile_order is None else ROW_MAJOR if tile_order == "row" else HEAD_MAJOR)
         kernel, grid = _attn_fwd_persistent, (programs,)
         group = nheads // nheads_k

@@ -56,11 +56,16 @@ def balance(costs: np.ndarray, programs: int) -> float:
 
 
 def causal_tile_costs(seqlen_q: int, seqlen_k: int, shift: int, block_rows: int, block_n: int,
-                      overhead: float = 1.0) -> np.ndarray:
+                      overhead: float = 1.0, lead: int = 0) -> np.ndarray:
     """One head's causal forward tiles, longest first: key tiles up to the tile's last row's
-    diagonal (``key <= row + shift``), plus ``overhead`` tiles of fixed cost."""
+    diagonal (``key <= row + shift``), plus ``overhead`` tiles of fixed cost. The row blocks
+    start ``lead`` rows before row 0 (the persistent forward's, ``fwd_gluon._pers_tile``'s
+    ``row0``: the first block is the partial one), at row 0 by default (the last one)."""
     n_m = -(-seqlen_q // block_rows)
-    last_row = (np.arange(n_m)[::-1] + 1) * block_rows - 1
+    if not 0 <= lead < block_rows or lead > n_m * block_rows - seqlen_q:
+        raise ValueError(f"causal_tile_costs: lead={lead} for {seqlen_q} rows in blocks of "
+                         f"{block_rows}: every block must hold a row")
+    last_row = (np.arange(n_m)[::-1] + 1) * block_rows - 1 - lead
     keys = np.clip(last_row + shift + 1, 0, seqlen_k)
     return -(-keys // block_n) + overhead
 
@@ -73,12 +78,13 @@ def tile_lists(per_head: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray
 
 @functools.lru_cache(maxsize=256)
 def causal_fwd_order(seqlen_q: int, seqlen_k: int, shift: int, heads: int, block_rows: int,
-                     block_n: int, programs: int) -> int:
+                     block_n: int, programs: int, lead: int = 0) -> int:
     """``HEAD_MAJOR`` or ``ROW_MAJOR`` for a persistent causal forward of ``heads`` (batch ·
     heads) heads, ``block_rows``-row tiles, on ``programs`` programs (see the module
-    docstring)."""
+    docstring); ``lead`` as ``causal_tile_costs``'s."""
     head_major, row_major = tile_lists(
-        causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n), heads)
+        causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n,
+                          lead=lead), heads)
     if balance(row_major, programs) > balance(head_major, programs) * ROW_MAJOR_GAIN:
         return ROW_MAJOR
     return HEAD_MAJOR
@@ -194,9 +200,12 @@ def device_table(per_head, heads: int, programs: int, group: int, device) -> tor
 
 
 def row_block_table(seqlen_q: int, seqlen_k: int, shift: int, block_m: int, block_n: int,
-                    heads: int, programs: int, group: int, device) -> torch.Tensor:
+                    heads: int, programs: int, group: int, device,
+                    lead: int = 0) -> torch.Tensor:
     """The greedy table of a causal launch whose tiles are row blocks of ``block_m`` rows (the
-    persistent forward's and the head-dim-256 dQ kernel's), costed by ``causal_tile_costs``;
-    its tile ids are head-major (``HEAD_MAJOR``)."""
-    return device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n), heads,
+    persistent forward's, whose first starts ``lead`` rows before row 0, and the head-dim-256
+    dQ kernel's), costed by
+    ``causal_tile_costs``; its tile ids are head-major (``HEAD_MAJOR``)."""
+    return device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n,
+                                          lead=lead), heads,
                         programs, group, device)
