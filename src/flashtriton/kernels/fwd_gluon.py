@@ -552,8 +552,11 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
         # the row blocks end at the last row, to within a consumer's rows: the first block
         # holds the whole consumers' worth of padding, which see the fewest keys, where at
         # the end they would see the most. A consumer of rows before row 0 loads, computes
-        # and stores nothing (no TMA coordinate is below 0); under BLOCK_M rows of padding
-        # stay at the end, as before.
+        # and stores nothing (no TMA coordinate is below 0: a TMA store at a negative row
+        # raised an illegal instruction); under BLOCK_M rows of padding stay at the end.
+        # d64 causal (192-row blocks), in-process A/B against the blocks from row 0
+        # (docs/perf-log.md, session 47): 8k +1.2%, 16k +1.0%; cycles at the base clock
+        # -1.4% and -1.1% (the model: 1.4% and 1.5% fewer key tiles).
         row0 = -((n_m * (CONSUMERS * BLOCK_M) - seqlen_q) // BLOCK_M) * BLOCK_M
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, 1, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
