@@ -83,8 +83,7 @@ def causal_fwd_order(seqlen_q: int, seqlen_k: int, shift: int, heads: int, block
     heads) heads, ``block_rows``-row tiles, on ``programs`` programs (see the module
     docstring); ``lead`` as ``causal_tile_costs``'s."""
     head_major, row_major = tile_lists(
-        causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n,
-                          lead=lead), heads)
+        causal_tile_costs(seqlen_q, seqlen_k, shift, block_rows, block_n, lead=lead), heads)
     if balance(row_major, programs) > balance(head_major, programs) * ROW_MAJOR_GAIN:
         return ROW_MAJOR
     return HEAD_MAJOR
@@ -204,8 +203,7 @@ def row_block_table(seqlen_q: int, seqlen_k: int, shift: int, block_m: int, bloc
                     lead: int = 0) -> torch.Tensor:
     """The greedy table of a causal launch whose tiles are row blocks of ``block_m`` rows (the
     persistent forward's, whose first starts ``lead`` rows before row 0, and the head-dim-256
-    dQ kernel's), costed by
-    ``causal_tile_costs``; its tile ids are head-major (``HEAD_MAJOR``)."""
-    return device_table(causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n,
-                                          lead=lead), heads,
-                        programs, group, device)
+    dQ kernel's), costed by ``causal_tile_costs``; its tile ids are head-major
+    (``HEAD_MAJOR``)."""
+    costs = causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n, lead=lead)
+    return device_table(costs, heads, programs, group, device)
