@@ -715,12 +715,11 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                 ROWSUM_MMA=rowsum_mma, HALF_TAIL=bool(half_tail),
                 num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
-        n_m = cdiv(seqlen_q, block_m)
-        programs = max(1, min(n_m * batch * nheads, num_sms(q.device)))
+        tiles = cdiv(seqlen_q, block_m) * batch * nheads
+        programs = max(1, min(tiles, num_sms(q.device)))
         order, table = 0, 0  # (an integer: no table)
-        # causal: whole consumers of rows before row 0 in the first block (the kernel's row0,
-        # negated), for the tile costs
-        lead = (n_m * block_m - seqlen_q) // rows * rows
+        # rows before row 0 in the first causal block (the kernel's row0, negated)
+        lead = (tiles // (batch * nheads) * block_m - seqlen_q) // rows * rows
         if causal and group_size is not None:
             order = HEAD_MAJOR  # the table's ids are head-major
             table = row_block_table(seqlen_q, seqlen_k, shift, block_m, block_n,
@@ -734,7 +733,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         group = nheads // nheads_k
         rest = (*strides, batch, nheads, group, seqlen_q, seqlen_k, shift,
                 params.softmax_scale * LOG2E, order, table,
-                fast_divisor(max(1, n_m)), fast_divisor(nheads),
+                fast_divisor(max(1, cdiv(seqlen_q, block_m))), fast_divisor(nheads),
                 fast_divisor(group))
         meta["ONE_PATH"] = one_softmax_path(d, consumers, causal, seqlen_k)
     else:
