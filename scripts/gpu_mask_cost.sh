@@ -7,9 +7,10 @@
 # For each mask: `ncu --set full --clock-control base` on scripts/profile_pass.py (the bench's
 # problem: batch·seqlen = 16384 tokens, heads·headdim = 2048), plus each SM's active cycles
 # (sm__cycles_active min / avg / max: how evenly the persistent launch loads the SMs). Written
-# under $OUT: the details pages, `flashtriton stalls` over each source page (each partition's
-# step loop against its per-tile work), the raw min/avg/max rows, and ncu_details_table.py's
-# table of both launches (ncu-mask-cost-*.txt). The reports stay in /tmp (too large to return).
+# under $OUT: the details pages, each source page and `flashtriton stalls` over it (each
+# partition's step loop against its per-tile work), the raw min/avg/max rows, and
+# ncu_details_table.py's table of both launches (ncu-mask-cost-*.txt). The reports stay in
+# /tmp (too large to return).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 HEADDIM=${1:-64} SEQLEN=${2:-16384}
@@ -25,9 +26,7 @@ for mask in full causal; do
   ncu --import "$rep.ncu-rep" --page details > "$OUT/ncu-$tag-details.txt" 2>&1
   ncu --import "$rep.ncu-rep" --page raw --csv --metrics "$EXTRA,sm__cycles_elapsed.max" \
       > "$OUT/ncu-$tag-raw.csv" 2>&1
-  ncu --import "$rep.ncu-rep" --page source --print-source sass --csv 2> /dev/null \
-      | gzip > "/tmp/ncu-$tag-source.csv.gz"
-  python3 -m flashtriton.cli stalls "/tmp/ncu-$tag-source.csv.gz" > "$OUT/ncu-$tag-stalls.txt" 2>&1
+  ncu_stalls "$rep" "$OUT/ncu-$tag"
   FILES+=("$OUT/ncu-$tag-details.txt")
 done
 python3 scripts/ncu_details_table.py "${FILES[@]}" \

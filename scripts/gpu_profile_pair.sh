@@ -36,11 +36,6 @@ for provider in flashtriton "$PEER"; do
       --headdim "$HEADDIM" --seqlen "$SEQLEN" --dtype "$DTYPE" $CAUSAL > "$rep.log" 2>&1
   ncu --import "$rep.ncu-rep" --page details > "$rep-details.txt" 2>&1
   FILES+=("$rep-details.txt")
-  if [ "$provider" = flashtriton ]; then
-    ncu --import "$rep.ncu-rep" --page source --print-source sass --csv 2> "$rep-source.log" \
-        | gzip > "$rep-source.csv.gz"
-    python3 -m flashtriton.cli stalls "$rep-source.csv.gz" > "$rep-stalls.txt" 2>&1 \
-        || echo "gpu_profile_pair.sh: flashtriton stalls failed, see $rep-stalls.txt" >&2
-  fi
+  [ "$provider" = flashtriton ] && ncu_stalls "$rep"
 done
 python3 scripts/ncu_details_table.py "${FILES[@]}" | tee "$OUT/ncu-pair-$TAG.txt"
