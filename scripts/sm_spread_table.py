@@ -1,0 +1,58 @@
+"""Per kernel launch, how evenly it loads the SMs, from Nsight Compute's csv rows of
+sm__cycles_active.{min,avg,max} and sm__cycles_elapsed.max (scripts/gpu_sm_spread.sh):
+
+    python3 scripts/sm_spread_table.py out/sm-spread-bwd-d256-s8192-causal.csv ...
+
+"idle" is the share of the launch's SM-cycles with no program resident, (elapsed − avg) /
+elapsed: what a launch that overlaps the next kernel could fill at most. "tail" is how far
+the busiest SM runs past the mean, (max − avg) / elapsed; "spread" is (max − min) / avg.
+The file name's tag (PASS-dD-sS-MASK) labels the rows.
+"""
+
+import argparse
+import csv
+import io
+from pathlib import Path
+
+NAMES = ("sm__cycles_active.min", "sm__cycles_active.avg", "sm__cycles_active.max",
+         "sm__cycles_elapsed.max")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The csv's kernel rows (ncu --csv prints its own log lines before the header)."""
+    text = path.read_text()
+    start = text.find('"ID"')
+    if start < 0:
+        raise SystemExit(f"{path}: no ncu csv header (see the .log beside it)")
+    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    wide = "Metric Name" not in rows[0]
+    if wide:  # --page raw: one row per kernel, one column per metric, a units row first
+        return [r for r in rows if r.get("Kernel Name")]
+    kernels: dict[str, dict] = {}  # --page details --csv: one row per (kernel, metric)
+    for r in rows:
+        k = kernels.setdefault(r["ID"], {"Kernel Name": r["Kernel Name"]})
+        k[r["Metric Name"]] = r["Metric Value"]
+    return list(kernels.values())
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", nargs="+", type=Path)
+    args = ap.parse_args()
+    print(f"{'run':<28} {'kernel':<28} {'elapsed':>10} {'active avg':>10} "
+          f"{'min':>10} {'max':>10} {'idle':>6} {'tail':>6} {'spread':>6}")
+    for path in args.csv:
+        tag = path.stem.removeprefix("sm-spread-")
+        for r in read_rows(path):
+            lo, avg, hi, elapsed = (number(r[n]) for n in NAMES)
+            print(f"{tag:<28} {r['Kernel Name'][:28]:<28} {elapsed:>10.0f} {avg:>10.0f} "
+                  f"{lo:>10.0f} {hi:>10.0f} {100 * (elapsed - avg) / elapsed:>5.1f}% "
+                  f"{100 * (hi - avg) / elapsed:>5.1f}% {100 * (hi - lo) / avg:>5.1f}%")
+
+
+if __name__ == "__main__":
+    main()
