@@ -30,6 +30,8 @@ def read_rows(path: Path) -> list[dict]:
         return [r for r in rows if r.get("Kernel Name")]
     kernels: dict[str, dict] = {}  # --page details --csv: one row per (kernel, metric)
     for r in rows:
+        if not r.get("Metric Name"):  # a line after the csv (the driver's step line)
+            continue
         k = kernels.setdefault(r["ID"], {"Kernel Name": r["Kernel Name"]})
         k[r["Metric Name"]] = r["Metric Value"]
     return list(kernels.values())
