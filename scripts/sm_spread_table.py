@@ -41,6 +41,18 @@ def number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+def spread_rows(path: Path) -> list[dict]:
+    """Each kernel launch of a csv: its name, the four metrics, and idle / tail / spread (as
+    fractions, see the module docstring)."""
+    out = []
+    for r in read_rows(path):
+        lo, avg, hi, elapsed = (number(r[n]) for n in NAMES)
+        out.append({"kernel": r["Kernel Name"], "elapsed": elapsed, "avg": avg, "min": lo,
+                     "max": hi, "idle": (elapsed - avg) / elapsed, "tail": (hi - avg) / elapsed,
+                     "spread": (hi - lo) / avg})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", nargs="+", type=Path)
@@ -49,11 +61,10 @@ def main():
           f"{'min':>10} {'max':>10} {'idle':>6} {'tail':>6} {'spread':>6}")
     for path in args.csv:
         tag = path.stem.removeprefix("sm-spread-")
-        for r in read_rows(path):
-            lo, avg, hi, elapsed = (number(r[n]) for n in NAMES)
-            print(f"{tag:<28} {r['Kernel Name'][:28]:<28} {elapsed:>10.0f} {avg:>10.0f} "
-                  f"{lo:>10.0f} {hi:>10.0f} {100 * (elapsed - avg) / elapsed:>5.1f}% "
-                  f"{100 * (hi - avg) / elapsed:>5.1f}% {100 * (hi - lo) / avg:>5.1f}%")
+        for r in spread_rows(path):
+            print(f"{tag:<28} {r['kernel'][:28]:<28} {r['elapsed']:>10.0f} {r['avg']:>10.0f} "
+                  f"{r['min']:>10.0f} {r['max']:>10.0f} {100 * r['idle']:>5.1f}% "
+                  f"{100 * r['tail']:>5.1f}% {100 * r['spread']:>5.1f}%")
 
 
 if __name__ == "__main__":
