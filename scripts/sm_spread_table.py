@@ -10,44 +10,25 @@ The file name's tag (PASS-dD-sS-MASK) labels the rows.
 """
 
 import argparse
-import csv
-import io
 from pathlib import Path
+
+from flashtriton.analysis.profile import parse_ncu_csv
 
 NAMES = ("sm__cycles_active.min", "sm__cycles_active.avg", "sm__cycles_active.max",
          "sm__cycles_elapsed.max")
 
 
-def read_rows(path: Path) -> list[dict]:
-    """The csv's kernel rows (ncu --csv prints its own log lines before the header)."""
-    text = path.read_text()
-    start = text.find('"ID"')
-    if start < 0:
-        raise SystemExit(f"{path}: no ncu csv header (see the .log beside it)")
-    rows = list(csv.DictReader(io.StringIO(text[start:])))
-    wide = "Metric Name" not in rows[0]
-    if wide:  # --page raw: one row per kernel, one column per metric, a units row first
-        return [r for r in rows if r.get("Kernel Name")]
-    kernels: dict[str, dict] = {}  # --page details --csv: one row per (kernel, metric)
-    for r in rows:
-        if not r.get("Metric Name"):  # a line after the csv (the driver's step line)
-            continue
-        k = kernels.setdefault(r["ID"], {"Kernel Name": r["Kernel Name"]})
-        k[r["Metric Name"]] = r["Metric Value"]
-    return list(kernels.values())
-
-
-def number(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
 def spread_rows(path: Path) -> list[dict]:
     """Each kernel launch of a csv: its name, the four metrics, and idle / tail / spread (as
     fractions, see the module docstring)."""
+    try:  # (either of ncu's csv pages; its log lines and the driver's step line skipped)
+        launches = parse_ncu_csv(path.read_text())
+    except ValueError:
+        raise SystemExit(f"{path}: no ncu csv header (see the .log beside it)") from None
     out = []
-    for r in read_rows(path):
-        lo, avg, hi, elapsed = (number(r[n]) for n in NAMES)
-        out.append({"kernel": r["Kernel Name"], "elapsed": elapsed, "avg": avg, "min": lo,
+    for r in launches:
+        lo, avg, hi, elapsed = (r.get(n) for n in NAMES)
+        out.append({"kernel": r.kernel, "elapsed": elapsed, "avg": avg, "min": lo,
                      "max": hi, "idle": (elapsed - avg) / elapsed, "tail": (hi - avg) / elapsed,
                      "spread": (hi - lo) / avg})
     return out
