@@ -53,6 +53,19 @@ def _exchange(xchg, step):
 
 
 @gluon.jit
+def _each_step(smem, step):
+    """The one buffer of ``smem`` (a leading dim of 1), addressed anew at step ``step``:
+    ``step >> 31`` is 0 (steps count up from 0), which the compiler cannot know. Used for an
+    operand that stays put for a whole tile, whose 16 k-chunk wgmma descriptors the compiler
+    would otherwise compute once before the loop: two such operands' 32 descriptors are more
+    than the uniform registers hold, and the second consumer partition then kept them in
+    ordinary registers and moved each to uniform ones at every use (60-70 R2UR a step).
+    Addressed in the step, each consumer derives them from one base (docs/perf-log.md,
+    session 50)."""
+    return smem.index(step >> 31)
+
+
+@gluon.jit
 def _sync(bar, count):
     """Both consumer warpgroups reach this point (``bar``: an mbarrier of two arrivals, used
     for the ``count``-th time); returns the next count."""
@@ -84,8 +97,6 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
     nheads_k = nheads // group
-    k_s = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
-    v_s = v_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
     # dK and dV leave through the Pᵀ (warpgroup 0) or dSᵀ (warpgroup 1) buffers: both parities'
     # [BLOCK_N, BLOCK_M] 16-bit tiles hold one [BLOCK_N, HALF_D] 16-bit tile
     out_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HALF_D], dtype)
@@ -117,6 +128,8 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
+            k_s = _each_step(k_smem, s).reshape([BLOCK_N, HEAD_DIM])
+            v_s = _each_step(v_smem, s).reshape([BLOCK_N, HEAD_DIM])
             m0 = (m_start + it % n_m) * BLOCK_M
             offs_m = m0 + cols_m
             q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])

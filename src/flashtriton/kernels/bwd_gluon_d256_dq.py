@@ -40,7 +40,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, war
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import bwd_table_group, launch_geometry
-from flashtriton.kernels.bwd_gluon_d256 import _exchange
+from flashtriton.kernels.bwd_gluon_d256 import _each_step, _exchange
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
 from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
 from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order, row_block_table
@@ -59,8 +59,8 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
     k_smem, v_smem, kv_ready, kv_empty = ring
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table = schedule
     STAGES: gl.constexpr = k_smem.type.shape[0]
-    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
-    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     q_desc = tma.make_tensor_descriptor(Q, shape=[batch, seqlen_q, nheads * HEAD_DIM],
                                         strides=[stride_qb, stride_qm, 1],
@@ -89,8 +89,8 @@ def _dq_producer(rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, strid
         # both consumers are done with the last tile's Q, dO, lse and δ (fresh: passes phase 1)
         mbarrier.wait(q_empty, (local & 1) ^ 1)
         mbarrier.expect(q_ready, 2 * BLOCK_M * HEAD_DIM * 2)
-        tma.async_copy_global_to_shared(q_desc, [b, m0, h * HEAD_DIM], q_ready, q_smem)
-        tma.async_copy_global_to_shared(do_desc, [b, m0, h * HEAD_DIM], q_ready, do_smem)
+        tma.async_copy_global_to_shared(q_desc, [b, m0, h * HEAD_DIM], q_ready, q_smem.index(0))
+        tma.async_copy_global_to_shared(do_desc, [b, m0, h * HEAD_DIM], q_ready, do_smem.index(0))
         offs_m = m0 + gl.arange(0, BLOCK_M, layout=row_layout)
         l_base = b.to(gl.int64) * stride_lb + h * stride_lh
         lse = gl.load(LSE + l_base + offs_m, mask=offs_m < seqlen_q, other=float("-inf"))
@@ -121,8 +121,8 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table = schedule
     DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
     STAGES: gl.constexpr = k_smem.type.shape[0]
-    BLOCK_M: gl.constexpr = q_smem.type.shape[1]
-    HEAD_DIM: gl.constexpr = q_smem.type.shape[2]
+    BLOCK_M: gl.constexpr = q_smem.type.shape[2]
+    HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     HALF_N: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of a tile
     HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dQ
@@ -133,8 +133,6 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
                                                        instr_shape=[16, HALF_N, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
-    q_s = q_smem.reshape([BLOCK_M, HEAD_DIM])
-    do_s = do_smem.reshape([BLOCK_M, HEAD_DIM])
     cols_n = WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(0, s_layout))
     cols_o = WG * HALF_D + gl.arange(0, HALF_D, layout=gl.SliceLayout(0, acc_layout))
     zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
@@ -154,6 +152,8 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
             g = step + j
             slot = g % STAGES
             n0 = j * BLOCK_N
+            q_s = _each_step(q_smem, g).reshape([BLOCK_M, HEAD_DIM])
+            do_s = _each_step(do_smem, g).reshape([BLOCK_M, HEAD_DIM])
             k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
             v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
             mbarrier.wait(kv_ready.index(slot), (g // STAGES) & 1)
@@ -218,8 +218,8 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     # dS is written in BLOCK_N / 2-column halves, which must start on a swizzle row
     ds_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_N,
                                                    element_bitwidth=16, rank=2)
-    q_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, HEAD_DIM], q_layout)
-    do_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, HEAD_DIM], q_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_layout)
+    do_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
