@@ -278,9 +278,10 @@ def mma_loops(sass: str) -> list[dict]:
     warpgroup MMA (or ``HMMA``), no ``EXIT`` and no smaller such loop. For a kernel's main
     loop this is one step's code (in a warp-specialized kernel, one loop per consumer
     partition). Each: first and last address, instructions, matrix instructions, local loads
-    and stores (spills inside the loop), shared-memory stores, ``BAR`` barriers and ``MEMBAR``
+    and stores (spills inside the loop), shared-memory stores, ``BAR`` barriers, ``MEMBAR``
     fences (a ``fence.proxy.async`` before a TMA or MMA reads what the threads stored brings
-    one)."""
+    one) and ``R2UR`` moves to uniform registers (a wgmma descriptor kept in ordinary
+    registers takes two at each use)."""
     lines = sass_instructions(sass)
     loops = []
     for i, (addr, op, rest) in enumerate(lines):
@@ -298,7 +299,8 @@ def mma_loops(sass: str) -> list[dict]:
                           "local_stores": sum(o.startswith("STL") for _, o, _ in body),
                           "shared_stores": sum(o.startswith("STS") for _, o, _ in body),
                           "barriers": sum(o.startswith("BAR") for _, o, _ in body),
-                          "fences": sum(o.startswith("MEMBAR") for _, o, _ in body)})
+                          "fences": sum(o.startswith("MEMBAR") for _, o, _ in body),
+                          "uniform_moves": sum(o.startswith("R2UR") for _, o, _ in body)})
     inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
                                          and y["end"] <= x["end"] for y in loops)]
     return sorted(inner, key=lambda x: x["start"])
@@ -573,7 +575,8 @@ def run_cli(args) -> int:
         print(f"  innermost MMA loop {x['start']:#x}-{x['end']:#x}: {x['instructions']} "
               f"instructions, {x['mma']} matrix, {x['local_loads']} local loads, "
               f"{x['local_stores']} local stores, {x['shared_stores']} shared stores, "
-              f"{x['barriers']} barriers, {x['fences']} fences")
+              f"{x['barriers']} barriers, {x['fences']} fences, "
+              f"{x['uniform_moves']} moves to uniform registers")
     unset = r["unset_descriptors"]
     print(f"  warpgroup MMAs reading a descriptor unwritten on some path: {len(unset)}"
           + "".join(f"; {x['address']:#x} {', '.join(x['registers'])}" for x in unset))
