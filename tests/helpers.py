@@ -118,3 +118,20 @@ def no_call_plans(monkeypatch) -> None:
 
     monkeypatch.setitem(common.PLANS, "enabled", False)
     common.clear_launch_caches()
+
+
+def stub_tool_env(tmp_path: Path, name: str, body: str, **extra) -> dict:
+    """An environment whose PATH finds first an executable ``name`` in tmp_path/bin running
+    the bash lines ``body`` (a stand-in for a GPU-only tool such as ``ncu``, to test a driver
+    script on a CPU), then this Python's folder; ``extra`` variables are added."""
+    import os
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text(f"#!/usr/bin/env bash\n{body}\n")
+    tool.chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, **extra}
+

@@ -4,12 +4,11 @@ and copies of it with values changed."""
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import load_script
+from helpers import load_script, stub_tool_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DETAILS = ROOT / "bench/results/2026-12-03-s49-bwd-d256-s8192-causal-sm-spread.csv"
@@ -78,19 +77,12 @@ def test_driver_with_a_stub_ncu(tmp_path):
     """scripts/gpu_cycles_ab.sh with an ``ncu`` on PATH that records its arguments and
     PYTHONPATH and prints session 49's csv: per length and mask one run of the old tree's src
     and one of this tree's, at the base clock on profile_pass.py's call, and the table."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    ncu = bin_dir / "ncu"
-    ncu.write_text(f'#!/usr/bin/env bash\necho "$PYTHONPATH | $*" >> {calls}\n'
-                   f'cat {DETAILS}\n')
-    ncu.chmod(0o755)
+    out = tmp_path / "out"
+    env = stub_tool_env(tmp_path, "ncu", f'echo "$PYTHONPATH | $*" >> {calls}\ncat {DETAILS}',
+                        OUT=str(out), MASKS="causal")
     old = tmp_path / "old"
     (old / "src" / "flashtriton").mkdir(parents=True)
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "MASKS": "causal",
-           "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
-                   f"{os.environ['PATH']}"}
     run = subprocess.run(["bash", str(ROOT / "scripts/gpu_cycles_ab.sh"), str(old), "bwd",
                           "256", "4096", "8192"], capture_output=True, text=True, env=env,
                          timeout=120)

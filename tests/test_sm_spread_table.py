@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import load_script
+from helpers import load_script, stub_tool_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DETAILS = ROOT / "bench/results/2026-12-03-s49-bwd-d256-s8192-causal-sm-spread.csv"
@@ -54,21 +54,12 @@ def test_driver_with_a_stub_ncu(tmp_path):
     """scripts/gpu_sm_spread.sh with an ``ncu`` on PATH that records its arguments and prints
     session 49's csv: one ncu run per length and mask, with the four metrics at the base
     clock on profile_pass.py's call, and the table over their csv files."""
-    import os
     import subprocess
-    import sys
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     calls = tmp_path / "calls.txt"
-    ncu = bin_dir / "ncu"
-    ncu.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n'
-                   f'grep -v "^==" {DETAILS}\n')
-    ncu.chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out),
-           "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
-                   f"{os.environ['PATH']}"}
+    env = stub_tool_env(tmp_path, "ncu", f'echo "$*" >> {calls}\ngrep -v "^==" {DETAILS}',
+                        OUT=str(out))
     run = subprocess.run(["bash", str(ROOT / "scripts/gpu_sm_spread.sh"), "bwd", "256", "4096",
                           "8192"], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
