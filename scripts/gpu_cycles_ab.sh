@@ -28,10 +28,8 @@ for seqlen in "$@"; do
     flag=""; [ "$mask" = causal ] && flag=--causal
     for side in old new; do
       src="$PWD/src"; [ "$side" = old ] && src="$OLD_SRC"
-      PYTHONPATH="$src" step "cycles-$side-$tag" 240 ncu --metrics "$METRICS" \
-          --clock-control base --csv --profile-from-start off -k "regex:_attn_$PASS" \
-          python3 scripts/profile_pass.py --pass "$PASS" --headdim "$HEADDIM" \
-          --seqlen "$seqlen" $flag > "$OUT/cycles-$side-$tag.csv" 2> "$OUT/cycles-$side-$tag.log"
+      PYTHONPATH="$src" ncu_pass "cycles-$side-$tag" "$OUT/cycles-$side-$tag.csv" \
+          "$METRICS" "$PASS" "$HEADDIM" "$seqlen" $flag
     done
     PAIRS+=("$OUT/cycles-old-$tag.csv" "$OUT/cycles-new-$tag.csv")
   done

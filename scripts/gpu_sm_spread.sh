@@ -18,10 +18,8 @@ for seqlen in "$@"; do
   for mask in full causal; do
     tag="$PASS-d$HEADDIM-s$seqlen-$mask"
     flag=""; [ "$mask" = causal ] && flag=--causal
-    step "sm-spread-$tag" 180 ncu --metrics "$METRICS" --clock-control base --csv \
-        --profile-from-start off -k "regex:_attn_$PASS" python3 scripts/profile_pass.py \
-        --pass "$PASS" --headdim "$HEADDIM" --seqlen "$seqlen" $flag \
-        > "$OUT/sm-spread-$tag.csv" 2> "$OUT/sm-spread-$tag.log"
+    ncu_pass "sm-spread-$tag" "$OUT/sm-spread-$tag.csv" "$METRICS" "$PASS" "$HEADDIM" \
+        "$seqlen" $flag
     CSVS+=("$OUT/sm-spread-$tag.csv")
   done
 done
