@@ -41,15 +41,12 @@ from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 
 @gluon.jit
-def _exchange(xchg, step):
-    """This warpgroup's halves of the shared tiles are stored: publish them to the async proxy
-    and to the other consumer warpgroup (``xchg``: two mbarriers of two arrivals, taken by step
-    parity), then wait for the other's halves of step ``step``."""
-    par = step % 2
-    fence_async_shared()  # visible to the MMAs (the async proxy) that read them
+def _publish(bar):
+    """This warpgroup's shared tile is stored: publish it to the async proxy (the MMAs that
+    read it) and to the other consumer warpgroup (``bar``: an mbarrier of one arrival)."""
+    fence_async_shared()
     gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-    mbarrier.arrive(xchg.index(par))
-    mbarrier.wait(xchg.index(par), (step // 2) & 1)  # and the other warpgroup's columns
+    mbarrier.arrive(bar)
 
 
 @gluon.jit
@@ -81,19 +78,18 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table = schedule
-    (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale, scale_ds,
+    (DK, DV, pt_smem, ds_smem, p_ready, ds_ready, tile_sync, qk_scale, scale_ds,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    HALF_M: gl.constexpr = BLOCK_M // 2  # this warpgroup's queries of a step
     HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dK and dV
     dtype: gl.constexpr = DK.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
-    # Sᵀ, dPᵀ: [BLOCK_N keys, HALF_M queries]; dK, dV: [BLOCK_N, HALF_D]
+    # Sᵀ, dPᵀ: [BLOCK_N keys, BLOCK_M queries]; dK, dV: [BLOCK_N, HALF_D]
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                        instr_shape=[16, HALF_M, 16])
+                                                        instr_shape=[16, BLOCK_M, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
     nheads_k = nheads // group
@@ -110,8 +106,8 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     dv_desc = tma.make_tensor_descriptor(DV, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
                                          strides=[stride_dvb, stride_dvn, stride_dvh, 1],
                                          block_shape=[1, BLOCK_N, 1, HALF_D], layout=out_layout)
-    cols_m = WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(0, st_layout))
-    zero_st = gl.zeros([BLOCK_N, HALF_M], gl.float32, layout=st_layout)
+    offs_q = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, st_layout))
+    zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=st_layout)
     step = 0
     kv_count = 0
     syncs = 0  # uses of tile_sync
@@ -128,37 +124,41 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
-            k_s = _each_step(k_smem, s).reshape([BLOCK_N, HEAD_DIM])
-            v_s = _each_step(v_smem, s).reshape([BLOCK_N, HEAD_DIM])
+            par = s % 2
             m0 = (m_start + it % n_m) * BLOCK_M
-            offs_m = m0 + cols_m
             q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
-            q_w = q_s.slice(WG * HALF_M, HALF_M, dim=0)
-            do_w = do_s.slice(WG * HALF_M, HALF_M, dim=0)
-            st = warpgroup_mma(k_s, q_w.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-            dpt = warpgroup_mma(v_s, do_w.permute((1, 0)), zero_st, use_acc=False,
-                                is_async=True)
-            st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
-            # rows past seqlen_q: lse +inf (P = 0); keys past seqlen_k: their dK, dV rows are
-            # not stored (TMA clips them)
-            lse2 = lse_smem.index(slot).slice(WG * HALF_M, HALF_M).load(
-                gl.SliceLayout(0, st_layout))
-            pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-            if n0 + BLOCK_N - 1 > m0 + WG * HALF_M + shift:  # the causal diagonal cuts these
-                keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
-                pt = gl.where(keep, pt, 0.0)
-            dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
-            delta = delta_smem.index(slot).slice(WG * HALF_M, HALF_M).load(
-                gl.SliceLayout(0, st_layout))
-            dst = pt * (dpt - gl.expand_dims(delta, 0))
-            par = s % 2
-            pt_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(pt.to(dtype))
-            ds_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(dst.to(dtype))
-            _exchange(xchg, s)
-            dv = warpgroup_mma(pt_smem.index(par), do_s.slice(WG * HALF_D, HALF_D, dim=1), dv,
-                               is_async=True)
+            if WG == 0:  # Sᵀ = K Qᵀ, then Pᵀ for both warpgroups
+                k_s = _each_step(k_smem, s).reshape([BLOCK_N, HEAD_DIM])
+                st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False,
+                                   is_async=True)
+                st = warpgroup_mma_wait(num_outstanding=0, deps=(st,))
+                # rows past seqlen_q: lse +inf (P = 0); keys past seqlen_k: their dK, dV rows
+                # are not stored (TMA clips them)
+                lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+                pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+                if n0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
+                    keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(m0 + offs_q, 0) + shift
+                    pt = gl.where(keep, pt, 0.0)
+                pt_smem.index(par).store(pt.to(dtype))
+                _publish(p_ready.index(par))
+                dv = warpgroup_mma(pt_smem.index(par), do_s.slice(0, HALF_D, dim=1), dv,
+                                   is_async=True)
+                mbarrier.wait(ds_ready.index(par), (s // 2) & 1)
+            else:  # dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ∘ (dPᵀ − δ) for both warpgroups
+                v_s = _each_step(v_smem, s).reshape([BLOCK_N, HEAD_DIM])
+                dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False,
+                                    is_async=True)
+                dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+                delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+                dpt = dpt - gl.expand_dims(delta, 0)
+                mbarrier.wait(p_ready.index(par), (s // 2) & 1)
+                pt = pt_smem.index(par).load(st_layout).to(gl.float32)
+                ds_smem.index(par).store((pt * dpt).to(dtype))
+                _publish(ds_ready.index(par))
+                dv = warpgroup_mma(pt_smem.index(par), do_s.slice(HALF_D, HALF_D, dim=1), dv,
+                                   is_async=True)
             dk = warpgroup_mma(ds_smem.index(par), q_s.slice(WG * HALF_D, HALF_D, dim=1), dk,
                                is_async=True)
             dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
@@ -206,9 +206,7 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
-    # Pᵀ and dSᵀ are written in BLOCK_M / 2-column halves, which must start on a swizzle row
-    p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_M, element_bitwidth=16,
-                                                  rank=2)
+    p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
@@ -223,12 +221,14 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
     tile_sync = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    p_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
     mbarrier.init(kv_empty, count=2)  # one arrival per consumer
     mbarrier.init(tile_sync, count=2)
     for i in gl.static_range(2):
-        mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
+        mbarrier.init(p_ready.index(i), count=1)  # warpgroup 0's Pᵀ of a step parity
+        mbarrier.init(ds_ready.index(i), count=1)  # warpgroup 1's dSᵀ
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
@@ -239,8 +239,8 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
     loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
-    work = (staged, kv, schedule, (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale,
-                                   scale_ds, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
+    work = (staged, kv, schedule, (DK, DV, pt_smem, ds_smem, p_ready, ds_ready, tile_sync,
+                                   qk_scale, scale_ds, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
                                    stride_dvn, stride_dvh))
     gl.warp_specialize([(_bwd_producer, loads), (_hs_consumer0, work), (_hs_consumer1, work)],
                        [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
