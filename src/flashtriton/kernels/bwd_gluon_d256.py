@@ -7,22 +7,30 @@ owns BLOCK_N keys would hold dK and dV, [BLOCK_N, 256] float32 each, in 256 regi
 at 64 keys, over the 240 it may take. Here the two consumer warpgroups share one tile of
 BLOCK_N keys and split the head dim instead: warpgroup w keeps columns [w·128, w·128 + 128) of
 dK and dV (64 + 64 registers a thread). The score products cannot be split that way (they sum
-over the whole head dim), so each warpgroup computes them for half of the step's queries and
-the two exchange Pᵀ and dSᵀ through shared memory. Per query block of BLOCK_M rows:
+over the whole head dim), so warpgroup 0 computes Sᵀ and warpgroup 1 dPᵀ, each for all of the
+step's BLOCK_M queries, and they hand Pᵀ and dSᵀ over through shared memory. Per query block
+of BLOCK_M rows:
 
-    Sᵀ = K Q_wᵀ, dPᵀ = V dO_wᵀ        (w's BLOCK_M / 2 queries; issued together)
-    Pᵀ = exp2(Sᵀ·scale − lse)          → w's columns of the shared Pᵀ tile
-    dSᵀ = Pᵀ ∘ (dPᵀ − δ)              → w's columns of the shared dSᵀ tile
-    wait for the other warpgroup's columns (an mbarrier per step parity)
-    dV_w += Pᵀ dO[:, w's columns]      dK_w += dSᵀ Q[:, w's columns]
+    warpgroup 0: Sᵀ = K Qᵀ, Pᵀ = exp2(Sᵀ·scale − lse)  → the shared Pᵀ tile
+    warpgroup 1: dPᵀ = V dOᵀ; once Pᵀ is there, dSᵀ = Pᵀ ∘ (dPᵀ − δ)  → the shared dSᵀ tile
+    both:        dV_w += Pᵀ dO[:, w's columns]   dK_w += dSᵀ Q[:, w's columns]
+
+(warpgroup 0 issues its dV product before it waits for dSᵀ). Each score product is an MMA of
+N = BLOCK_M: until session 51 each warpgroup computed both for half of the queries (N =
+BLOCK_M / 2), and both read all of K and V from shared memory for it: 288 KB of operand
+reads a step against 224 KB now, 2,250 cycles at 128 bytes a cycle against the step's 2,048
+cycles of tensor work (an estimate). The kernel took 6% fewer cycles for it at the base clock
+(docs/perf-log.md, session 51). dSᵀ is computed from the 16-bit Pᵀ that the dV product reads.
 
 The producer is kernels/bwd_gluon.py's (Q, dO, lse and δ through ``STAGES``-deep rings by TMA;
-K and V once per tile). Pᵀ and dSᵀ take two buffers each (step parity): a warpgroup writes
-step s + 2's columns only after it has seen the other arrive at step s + 1's exchange, which
-the other does once its step s products, the last to read that buffer, have completed. With 64-key
-tiles, 64-query steps and two ring slots, Q, dO, K, V, Pᵀ and dSᵀ take 229,376 bytes of shared
-memory; at a tile's end dK and dV leave by TMA staged in the Pᵀ (warpgroup 0) and dSᵀ
-(warpgroup 1) buffers, once both warpgroups are done with them.
+K and V once per tile). Pᵀ and dSᵀ take two buffers each (step parity), each with an mbarrier
+of one arrival per parity (``p_ready``, ``ds_ready``): warpgroup 0 writes step s + 2's Pᵀ
+only after it has seen step s + 1's dSᵀ, which warpgroup 1 writes once its step s products,
+the last to read step s's buffers, have completed; warpgroup 1 writes step s + 2's dSᵀ only
+after step s + 2's Pᵀ, which warpgroup 0 writes once its step s + 1 products have completed.
+With 64-key tiles, 64-query steps and two ring slots, Q, dO, K, V, Pᵀ and dSᵀ take 229,376
+bytes of shared memory; at a tile's end dK and dV leave by TMA staged in the Pᵀ (warpgroup 0)
+and dSᵀ (warpgroup 1) buffers, once both warpgroups are done with them.
 
 Written in session 17, first run on the GPU in session 18; see docs/perf-log.md.
 """
@@ -54,11 +62,13 @@ def _each_step(smem, step):
     """The one buffer of ``smem`` (a leading dim of 1), addressed anew at step ``step``:
     ``step >> 31`` is 0 (steps count up from 0), which the compiler cannot know. Used for an
     operand that stays put for a whole tile, whose 16 k-chunk wgmma descriptors the compiler
-    would otherwise compute once before the loop: two such operands' 32 descriptors are more
-    than the uniform registers hold, and the second consumer partition then kept them in
-    ordinary registers and moved each to uniform ones at every use (60-70 R2UR a step).
-    Addressed in the step, each consumer derives them from one base (docs/perf-log.md,
-    session 50)."""
+    would otherwise compute once before the loop: two such operands' 32 descriptors (Q and dO
+    in the dQ kernel; K and V here until session 51) are more than the uniform registers hold,
+    and the second consumer partition then kept them in ordinary registers and moved each to
+    uniform ones at every use (60-70 R2UR a step). Addressed in the step, each consumer
+    derives them from one base (docs/perf-log.md, session 50). With one such operand (Q
+    hoisted, dO addressed here) the dQ kernel ran 4% fewer instructions but 1.5-6% more
+    cycles (session 51), so each fixed operand is addressed here."""
     return smem.index(step >> 31)
 
 

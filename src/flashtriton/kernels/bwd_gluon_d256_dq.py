@@ -35,17 +35,29 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                              warpgroup_mma, warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import bwd_table_group, launch_geometry
-from flashtriton.kernels.bwd_gluon_d256 import _each_step, _publish
+from flashtriton.kernels.bwd_gluon_d256 import _each_step
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
 from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
 from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order, row_block_table
 
 _empty = torch.empty
+
+
+@gluon.jit
+def _exchange(xchg, step):
+    """This warpgroup's half of the shared dS tile is stored: publish it to the async proxy and
+    to the other consumer warpgroup (``xchg``: two mbarriers of two arrivals, taken by step
+    parity), then wait for the other's half of step ``step``."""
+    par = step % 2
+    fence_async_shared()  # visible to the MMAs (the async proxy) that read them
+    gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
+    mbarrier.arrive(xchg.index(par))
+    mbarrier.wait(xchg.index(par), (step // 2) & 1)  # and the other warpgroup's columns
 
 
 @gluon.jit
@@ -119,23 +131,23 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table = schedule
-    (DQ, ds_smem, p_ready, ds_ready, qk_scale, scale_ds, stride_dqb, stride_dqm,
-     stride_dqh) = args
+    DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
+    HALF_N: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of a tile
     HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dQ
     dtype: gl.constexpr = DQ.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
-    # S, dP: [BLOCK_M queries, BLOCK_N keys] (lse and δ one per row); dQ: [BLOCK_M, HALF_D]
+    # S, dP: [BLOCK_M queries, HALF_N keys] (lse and δ one per row); dQ: [BLOCK_M, HALF_D]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
+                                                       instr_shape=[16, HALF_N, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
-    offs_k = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    cols_n = WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(0, s_layout))
     cols_o = WG * HALF_D + gl.arange(0, HALF_D, layout=gl.SliceLayout(0, acc_layout))
-    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
     step = 0  # K/V steps of the program's earlier tiles
     local = 0  # the program's tiles so far
     lo, hi, stride = _table_range(table, total)
@@ -146,45 +158,33 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
         offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
         dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
         mbarrier.wait(q_ready, local & 1)
-        if WG == 0:
-            lse2 = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
-        else:
-            delta = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
+        lse2 = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
+        delta = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
         for j in range(n_steps):
             g = step + j
             slot = g % STAGES
-            par = g % 2
             n0 = j * BLOCK_N
+            q_s = _each_step(q_smem, g).reshape([BLOCK_M, HEAD_DIM])
+            do_s = _each_step(do_smem, g).reshape([BLOCK_M, HEAD_DIM])
             k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+            v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
             mbarrier.wait(kv_ready.index(slot), (g // STAGES) & 1)
-            if WG == 0:  # S = Q Kᵀ, then P, into the dS buffer for warpgroup 1
-                q_s = _each_step(q_smem, g).reshape([BLOCK_M, HEAD_DIM])
-                s = warpgroup_mma(q_s, k_s.permute((1, 0)), zero_s, use_acc=False,
-                                  is_async=True)
-                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-                # the tile's last product that reads Q is done: the next tile's may load
-                mbarrier.arrive(q_empty, pred=j == n_steps - 1)
-                p = gl.exp2(s * qk_scale - lse2)
-                if n0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this tile
-                    keep = gl.expand_dims(n0 + offs_k, 0) <= gl.expand_dims(offs_m, 1) + shift
-                    p = gl.where(keep, p, 0.0)
-                ds_smem.index(par).store(p.to(dtype))
-                _publish(p_ready.index(par))
-                mbarrier.wait(ds_ready.index(par), (g // 2) & 1)
-            else:  # dP = dO Vᵀ, then dS = P ∘ (dP − δ) over warpgroup 0's P
-                do_s = _each_step(do_smem, g).reshape([BLOCK_M, HEAD_DIM])
-                v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
-                dp = warpgroup_mma(do_s, v_s.permute((1, 0)), zero_s, use_acc=False,
-                                   is_async=True)
-                dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-                # the tile's last product that reads dO is done: the next tile's may load
-                mbarrier.arrive(q_empty, pred=j == n_steps - 1)
-                dp = dp - delta
-                mbarrier.wait(p_ready.index(par), (g // 2) & 1)
-                p = ds_smem.index(par).load(s_layout).to(gl.float32)
-                # each thread overwrites only the elements of P it has just read
-                ds_smem.index(par).store((p * dp).to(dtype))
-                _publish(ds_ready.index(par))
+            k_w = k_s.slice(WG * HALF_N, HALF_N, dim=0)
+            v_w = v_s.slice(WG * HALF_N, HALF_N, dim=0)
+            s = warpgroup_mma(q_s, k_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            dp = warpgroup_mma(do_s, v_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+            p = gl.exp2(s * qk_scale - lse2)
+            if n0 + WG * HALF_N + HALF_N - 1 > m0 + shift:  # the causal diagonal cuts these keys
+                keep = gl.expand_dims(n0 + cols_n, 0) <= gl.expand_dims(offs_m, 1) + shift
+                p = gl.where(keep, p, 0.0)
+            dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+            # the tile's last products that read Q and dO are done: the next tile's may load
+            mbarrier.arrive(q_empty, pred=j == n_steps - 1)
+            ds = p * (dp - delta)
+            par = g % 2
+            ds_smem.index(par).slice(WG * HALF_N, HALF_N, dim=1).store(ds.to(dtype))
+            _exchange(xchg, g)
             dq = warpgroup_mma(ds_smem.index(par), k_s.slice(WG * HALF_D, HALF_D, dim=1), dq,
                                is_async=True)
             dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
@@ -227,7 +227,9 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
-    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
+    # dS is written in BLOCK_N / 2-column halves, which must start on a swizzle row
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_N,
+                                                   element_bitwidth=16, rank=2)
     q_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
@@ -240,16 +242,14 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    p_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_ready, count=2)  # the TMA bytes' and the lse / δ stores
     mbarrier.init(q_empty, count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
         mbarrier.init(kv_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(2):
-        mbarrier.init(p_ready.index(i), count=1)  # warpgroup 0's P of a step parity
-        mbarrier.init(ds_ready.index(i), count=1)  # warpgroup 1's dS
+        mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
 
     rows = (q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty)
     ring = (k_smem, v_smem, kv_ready, kv_empty)
@@ -259,8 +259,8 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     loads = (rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
-    work = (rows, ring, schedule, (DQ, ds_smem, p_ready, ds_ready, qk_scale, scale_ds,
-                                   stride_dqb, stride_dqm, stride_dqh))
+    work = (rows, ring, schedule, (DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb,
+                                   stride_dqm, stride_dqh))
     gl.warp_specialize([(_dq_producer, loads), (_dq_consumer0, work), (_dq_consumer1, work)],
                        [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
