@@ -176,31 +176,33 @@ def test_gluon_forward_d256_fits_an_sm():
     assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
-def _consumers_alike(loops, mma):
+def _consumer_loops(loops, mma, spread):
     """The two consumer warpgroups' step loops of a head-dim-256 backward kernel: ``mma``
     warpgroup MMAs each, no wgmma descriptor moved from ordinary to uniform registers at each
-    use, and within 25 instructions of each other. Before session 50 the second consumer kept
-    the 32 descriptors of the tile's fixed operands in ordinary registers: 408 instructions a
-    step (70 R2UR) against the first's 348 in the dK/dV kernel, 347 (64) against 292 in the dQ
-    kernel (kernels/bwd_gluon_d256.py's ``_each_step``)."""
-    assert [x["mma"] for x in loops] == [mma, mma], loops
+    use, within ``spread`` instructions of each other, no local memory. Before session 50 the
+    second consumer kept the 32 descriptors of the tile's fixed operands in ordinary registers:
+    408 instructions a step (70 R2UR) against the first's 348 in the dK/dV kernel, 347 (64)
+    against 292 in the dQ kernel (kernels/bwd_gluon_d256.py's ``_each_step``)."""
+    assert [x["mma"] for x in loops] == mma, loops
     assert all(x["uniform_moves"] <= 4 for x in loops), loops
-    assert abs(loops[0]["instructions"] - loops[1]["instructions"]) <= 25, loops
+    assert abs(loops[0]["instructions"] - loops[1]["instructions"]) <= spread, loops
     assert all(x["local_loads"] == x["local_stores"] == 0 for x in loops), loops
 
 
 def test_gluon_backward_d256_fits_an_sm():
     """The head-dim-256 dK/dV kernel as configured (64-key tiles, 64-query steps, two slots):
     within an H200 block's 232,448 bytes of shared memory, MMAs not serialized, no spills (140
-    bytes until session 50), its two consumers' step loops alike. A step's MMAs: Sᵀ and dPᵀ
-    over the head dim (16 each), dV and dK over the 64 queries (4 each)."""
+    bytes until session 50). A step's MMAs per consumer: Sᵀ (warpgroup 0) or dPᵀ (warpgroup 1)
+    over the head dim (16), dV and dK over the 64 queries (4 each). The consumers' loops differ
+    (exp2 and the mask in one, the loads of Pᵀ in the other): 335 and 295 instructions when
+    written (session 51)."""
     r = _sass("--kernel", "gluon_bwd_d256", "--headdim", "256")
     assert r["kernel"] == "_attn_bwd_dkdv_hs" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
     assert r["stale_descriptors"] == [], r["stale_descriptors"]
-    _consumers_alike(r["mma_loops"], 2 * 256 // 16 + 2 * 64 // 16)
+    _consumer_loops(r["mma_loops"], [256 // 16 + 2 * 64 // 16] * 2, 60)
 
 
 def test_gluon_backward_d256_dq_fits_an_sm():
@@ -215,7 +217,7 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     assert not any(x["local_stores"] or x["local_loads"] for x in r["local_by_region"])
     assert [x["region"] for x in r["local_by_region"]].count("240 alloc") == 2
     # a step's MMAs: S and dP over the head dim (16 each), dQ over the 64 keys (4)
-    _consumers_alike(r["mma_loops"], 2 * 256 // 16 + 64 // 16)
+    _consumer_loops(r["mma_loops"], [2 * 256 // 16 + 64 // 16] * 2, 25)
     assert not r["wgmma_serialized"] and r["instructions"]["HGMMA"] > 0
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
     assert r["stale_descriptors"] == [], r["stale_descriptors"]

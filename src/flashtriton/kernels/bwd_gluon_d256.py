@@ -7,22 +7,30 @@ owns BLOCK_N keys would hold dK and dV, [BLOCK_N, 256] float32 each, in 256 regi
 at 64 keys, over the 240 it may take. Here the two consumer warpgroups share one tile of
 BLOCK_N keys and split the head dim instead: warpgroup w keeps columns [w·128, w·128 + 128) of
 dK and dV (64 + 64 registers a thread). The score products cannot be split that way (they sum
-over the whole head dim), so each warpgroup computes them for half of the step's queries and
-the two exchange Pᵀ and dSᵀ through shared memory. Per query block of BLOCK_M rows:
+over the whole head dim), so warpgroup 0 computes Sᵀ and warpgroup 1 dPᵀ, each for all of the
+step's BLOCK_M queries, and they hand Pᵀ and dSᵀ over through shared memory. Per query block
+of BLOCK_M rows:
 
-    Sᵀ = K Q_wᵀ, dPᵀ = V dO_wᵀ        (w's BLOCK_M / 2 queries; issued together)
-    Pᵀ = exp2(Sᵀ·scale − lse)          → w's columns of the shared Pᵀ tile
-    dSᵀ = Pᵀ ∘ (dPᵀ − δ)              → w's columns of the shared dSᵀ tile
-    wait for the other warpgroup's columns (an mbarrier per step parity)
-    dV_w += Pᵀ dO[:, w's columns]      dK_w += dSᵀ Q[:, w's columns]
+    warpgroup 0: Sᵀ = K Qᵀ, Pᵀ = exp2(Sᵀ·scale − lse)  → the shared Pᵀ tile
+    warpgroup 1: dPᵀ = V dOᵀ; once Pᵀ is there, dSᵀ = Pᵀ ∘ (dPᵀ − δ)  → the shared dSᵀ tile
+    both:        dV_w += Pᵀ dO[:, w's columns]   dK_w += dSᵀ Q[:, w's columns]
+
+(warpgroup 0 issues its dV product before it waits for dSᵀ). Each score product is an MMA of
+N = BLOCK_M: until session 51 each warpgroup computed both for half of the queries (N =
+BLOCK_M / 2), and both read all of K and V from shared memory for it: 288 KB of operand
+reads a step against 224 KB now, 2,250 cycles at 128 bytes a cycle against the step's 2,048
+cycles of tensor work (an estimate). The kernel took 6% fewer cycles for it at the base clock
+(docs/perf-log.md, session 51). dSᵀ is computed from the 16-bit Pᵀ that the dV product reads.
 
 The producer is kernels/bwd_gluon.py's (Q, dO, lse and δ through ``STAGES``-deep rings by TMA;
-K and V once per tile). Pᵀ and dSᵀ take two buffers each (step parity): a warpgroup writes
-step s + 2's columns only after it has seen the other arrive at step s + 1's exchange, which
-the other does once its step s products, the last to read that buffer, have completed. With 64-key
-tiles, 64-query steps and two ring slots, Q, dO, K, V, Pᵀ and dSᵀ take 229,376 bytes of shared
-memory; at a tile's end dK and dV leave by TMA staged in the Pᵀ (warpgroup 0) and dSᵀ
-(warpgroup 1) buffers, once both warpgroups are done with them.
+K and V once per tile). Pᵀ and dSᵀ take two buffers each (step parity), each with an mbarrier
+of one arrival per parity (``p_ready``, ``ds_ready``): warpgroup 0 writes step s + 2's Pᵀ
+only after it has seen step s + 1's dSᵀ, which warpgroup 1 writes once its step s products,
+the last to read step s's buffers, have completed; warpgroup 1 writes step s + 2's dSᵀ only
+after step s + 2's Pᵀ, which warpgroup 0 writes once its step s + 1 products have completed.
+With 64-key tiles, 64-query steps and two ring slots, Q, dO, K, V, Pᵀ and dSᵀ take 229,376
+bytes of shared memory; at a tile's end dK and dV leave by TMA staged in the Pᵀ (warpgroup 0)
+and dSᵀ (warpgroup 1) buffers, once both warpgroups are done with them.
 
 Written in session 17, first run on the GPU in session 18; see docs/perf-log.md.
 """
@@ -41,15 +49,12 @@ from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 
 @gluon.jit
-def _exchange(xchg, step):
-    """This warpgroup's halves of the shared tiles are stored: publish them to the async proxy
-    and to the other consumer warpgroup (``xchg``: two mbarriers of two arrivals, taken by step
-    parity), then wait for the other's halves of step ``step``."""
-    par = step % 2
-    fence_async_shared()  # visible to the MMAs (the async proxy) that read them
+def _publish(bar):
+    """This warpgroup's shared tile is stored: publish it to the async proxy (the MMAs that
+    read it) and to the other consumer warpgroup (``bar``: an mbarrier of one arrival)."""
+    fence_async_shared()
     gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-    mbarrier.arrive(xchg.index(par))
-    mbarrier.wait(xchg.index(par), (step // 2) & 1)  # and the other warpgroup's columns
+    mbarrier.arrive(bar)
 
 
 @gluon.jit
@@ -57,11 +62,13 @@ def _each_step(smem, step):
     """The one buffer of ``smem`` (a leading dim of 1), addressed anew at step ``step``:
     ``step >> 31`` is 0 (steps count up from 0), which the compiler cannot know. Used for an
     operand that stays put for a whole tile, whose 16 k-chunk wgmma descriptors the compiler
-    would otherwise compute once before the loop: two such operands' 32 descriptors are more
-    than the uniform registers hold, and the second consumer partition then kept them in
-    ordinary registers and moved each to uniform ones at every use (60-70 R2UR a step).
-    Addressed in the step, each consumer derives them from one base (docs/perf-log.md,
-    session 50)."""
+    would otherwise compute once before the loop: two such operands' 32 descriptors (Q and dO
+    in the dQ kernel; K and V here until session 51) are more than the uniform registers hold,
+    and the second consumer partition then kept them in ordinary registers and moved each to
+    uniform ones at every use (60-70 R2UR a step). Addressed in the step, each consumer
+    derives them from one base (docs/perf-log.md, session 50). With one such operand (Q
+    hoisted, dO addressed here) the dQ kernel ran 4% fewer instructions but 1.5-6% more
+    cycles (session 51), so each fixed operand is addressed here."""
     return smem.index(step >> 31)
 
 
@@ -81,19 +88,18 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     q_smem, do_smem, lse_smem, delta_smem, ready, empty = staged
     k_smem, v_smem, kv_ready, kv_empty = kv
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_kb, total, reverse, table = schedule
-    (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale, scale_ds,
+    (DK, DV, pt_smem, ds_smem, p_ready, ds_ready, tile_sync, qk_scale, scale_ds,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = args
     STAGES: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    HALF_M: gl.constexpr = BLOCK_M // 2  # this warpgroup's queries of a step
     HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dK and dV
     dtype: gl.constexpr = DK.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
-    # Sᵀ, dPᵀ: [BLOCK_N keys, HALF_M queries]; dK, dV: [BLOCK_N, HALF_D]
+    # Sᵀ, dPᵀ: [BLOCK_N keys, BLOCK_M queries]; dK, dV: [BLOCK_N, HALF_D]
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                        instr_shape=[16, HALF_M, 16])
+                                                        instr_shape=[16, BLOCK_M, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
     nheads_k = nheads // group
@@ -110,8 +116,8 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     dv_desc = tma.make_tensor_descriptor(DV, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
                                          strides=[stride_dvb, stride_dvn, stride_dvh, 1],
                                          block_shape=[1, BLOCK_N, 1, HALF_D], layout=out_layout)
-    cols_m = WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(0, st_layout))
-    zero_st = gl.zeros([BLOCK_N, HALF_M], gl.float32, layout=st_layout)
+    offs_q = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, st_layout))
+    zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=st_layout)
     step = 0
     kv_count = 0
     syncs = 0  # uses of tile_sync
@@ -128,37 +134,41 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
-            k_s = _each_step(k_smem, s).reshape([BLOCK_N, HEAD_DIM])
-            v_s = _each_step(v_smem, s).reshape([BLOCK_N, HEAD_DIM])
+            par = s % 2
             m0 = (m_start + it % n_m) * BLOCK_M
-            offs_m = m0 + cols_m
             q_s = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             do_s = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
-            q_w = q_s.slice(WG * HALF_M, HALF_M, dim=0)
-            do_w = do_s.slice(WG * HALF_M, HALF_M, dim=0)
-            st = warpgroup_mma(k_s, q_w.permute((1, 0)), zero_st, use_acc=False, is_async=True)
-            dpt = warpgroup_mma(v_s, do_w.permute((1, 0)), zero_st, use_acc=False,
-                                is_async=True)
-            st = warpgroup_mma_wait(num_outstanding=1, deps=(st,))
-            # rows past seqlen_q: lse +inf (P = 0); keys past seqlen_k: their dK, dV rows are
-            # not stored (TMA clips them)
-            lse2 = lse_smem.index(slot).slice(WG * HALF_M, HALF_M).load(
-                gl.SliceLayout(0, st_layout))
-            pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-            if n0 + BLOCK_N - 1 > m0 + WG * HALF_M + shift:  # the causal diagonal cuts these
-                keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(offs_m, 0) + shift
-                pt = gl.where(keep, pt, 0.0)
-            dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
-            delta = delta_smem.index(slot).slice(WG * HALF_M, HALF_M).load(
-                gl.SliceLayout(0, st_layout))
-            dst = pt * (dpt - gl.expand_dims(delta, 0))
-            par = s % 2
-            pt_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(pt.to(dtype))
-            ds_smem.index(par).slice(WG * HALF_M, HALF_M, dim=1).store(dst.to(dtype))
-            _exchange(xchg, s)
-            dv = warpgroup_mma(pt_smem.index(par), do_s.slice(WG * HALF_D, HALF_D, dim=1), dv,
-                               is_async=True)
+            if WG == 0:  # Sᵀ = K Qᵀ, then Pᵀ for both warpgroups
+                k_s = _each_step(k_smem, s).reshape([BLOCK_N, HEAD_DIM])
+                st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False,
+                                   is_async=True)
+                st = warpgroup_mma_wait(num_outstanding=0, deps=(st,))
+                # rows past seqlen_q: lse +inf (P = 0); keys past seqlen_k: their dK, dV rows
+                # are not stored (TMA clips them)
+                lse2 = lse_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+                pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+                if n0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts this block
+                    keep = gl.expand_dims(offs_n, 1) <= gl.expand_dims(m0 + offs_q, 0) + shift
+                    pt = gl.where(keep, pt, 0.0)
+                pt_smem.index(par).store(pt.to(dtype))
+                _publish(p_ready.index(par))
+                dv = warpgroup_mma(pt_smem.index(par), do_s.slice(0, HALF_D, dim=1), dv,
+                                   is_async=True)
+                mbarrier.wait(ds_ready.index(par), (s // 2) & 1)
+            else:  # dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ∘ (dPᵀ − δ) for both warpgroups
+                v_s = _each_step(v_smem, s).reshape([BLOCK_N, HEAD_DIM])
+                dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False,
+                                    is_async=True)
+                dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
+                delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
+                dpt = dpt - gl.expand_dims(delta, 0)
+                mbarrier.wait(p_ready.index(par), (s // 2) & 1)
+                pt = pt_smem.index(par).load(st_layout).to(gl.float32)
+                ds_smem.index(par).store((pt * dpt).to(dtype))
+                _publish(ds_ready.index(par))
+                dv = warpgroup_mma(pt_smem.index(par), do_s.slice(HALF_D, HALF_D, dim=1), dv,
+                                   is_async=True)
             dk = warpgroup_mma(ds_smem.index(par), q_s.slice(WG * HALF_D, HALF_D, dim=1), dk,
                                is_async=True)
             dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dv, dk))
@@ -206,9 +216,7 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
-    # Pᵀ and dSᵀ are written in BLOCK_M / 2-column halves, which must start on a swizzle row
-    p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_M, element_bitwidth=16,
-                                                  rank=2)
+    p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
@@ -223,12 +231,14 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
     tile_sync = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    p_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
     mbarrier.init(kv_empty, count=2)  # one arrival per consumer
     mbarrier.init(tile_sync, count=2)
     for i in gl.static_range(2):
-        mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
+        mbarrier.init(p_ready.index(i), count=1)  # warpgroup 0's Pᵀ of a step parity
+        mbarrier.init(ds_ready.index(i), count=1)  # warpgroup 1's dSᵀ
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=2)  # the TMA bytes' and the lse / δ stores
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer
@@ -239,8 +249,8 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
     loads = (staged, kv, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
-    work = (staged, kv, schedule, (DK, DV, pt_smem, ds_smem, xchg, tile_sync, qk_scale,
-                                   scale_ds, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
+    work = (staged, kv, schedule, (DK, DV, pt_smem, ds_smem, p_ready, ds_ready, tile_sync,
+                                   qk_scale, scale_ds, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
                                    stride_dvn, stride_dvh))
     gl.warp_specialize([(_bwd_producer, loads), (_hs_consumer0, work), (_hs_consumer1, work)],
                        [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
