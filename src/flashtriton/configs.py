@@ -313,8 +313,9 @@ _BWD_GLUON = {
                               dq_on_empty=True, persistent=True, tile_order="greedy"),
     # head dim 256 (written in session 17, first run in session 18): kernels/bwd_gluon_d256.py's
     # dK/dV kernel, the two consumers splitting the head dim over one 64-key tile, 64-query
-    # steps in two-slot rings (231,896 bytes of shared memory; spills: 140 bytes when written,
-    # 104 by session 49, none since session 50's ``_each_step``); then the dQ kernel of
+    # steps in two-slot rings (231,912 bytes of shared memory since session 51, when its score
+    # products became one consumer's each; spills: 140 bytes when written, 104 by session 49,
+    # none since session 50's ``_each_step``); then the dQ kernel of
     # kernels/bwd_gluon_d256_dq.py (214,880 bytes, no spills). Its A/B against the
     # tl two-kernel path (2026-11-30-s18-ab-bwd-gluon-d256-dq-*.json, one program per tile):
     # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
