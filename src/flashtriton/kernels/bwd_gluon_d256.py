@@ -250,8 +250,8 @@ def _attn_bwd_dkdv_hs(Q, K, V, DO, LSE, DELTA, DK, DV,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
     work = (staged, kv, schedule, (DK, DV, pt_smem, ds_smem, p_ready, ds_ready, tile_sync,
-                                   qk_scale, scale_ds, stride_dkb, stride_dkn, stride_dkh, stride_dvb,
-                                   stride_dvn, stride_dvh))
+                                   qk_scale, scale_ds, stride_dkb, stride_dkn, stride_dkh,
+                                   stride_dvb, stride_dvn, stride_dvh))
     gl.warp_specialize([(_bwd_producer, loads), (_hs_consumer0, work), (_hs_consumer1, work)],
                        [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
