@@ -271,6 +271,45 @@ def local_by_region(sass: str) -> list[dict]:
 
 MMA_OPS = ("HGMMA", "QGMMA", "HMMA")
 
+# bytes an element of a warpgroup MMA's input type takes (the opcode's last modifier)
+_MMA_INPUT_BYTES = {"BF16": 2, "F16": 2, "TF32": 4, "E4M3": 1, "E5M2": 1}
+
+
+# An H100/H200 SM's dense 16-bit tensor rate (4 tensor cores x 1,024 FLOP a cycle; 989 TFLOP/s
+# at 1,830 MHz on 132 SMs) and its shared memory's bandwidth (32 banks of 4 bytes a cycle):
+# the published figures, not measured here.
+TENSOR_FLOP_PER_CYCLE = 4096
+SHARED_BYTES_PER_CYCLE = 128
+
+
+def operand_load(loop: dict) -> float:
+    """For a step loop of ``mma_loops``: the cycles its MMAs' shared-memory reads take at
+    ``SHARED_BYTES_PER_CYCLE`` over the cycles its FLOPs take at ``TENSOR_FLOP_PER_CYCLE``.
+    Above 1, shared memory cannot feed the tensor pipe at its rate, whatever else the step
+    does (the ratio holds for any number of warpgroups running the loop at once)."""
+    if not loop["mma_flops"]:
+        return 0.0
+    return (loop["mma_shared_bytes"] / SHARED_BYTES_PER_CYCLE) / (
+        loop["mma_flops"] / TENSOR_FLOP_PER_CYCLE)
+
+
+def wgmma_work(op: str, operands: str) -> tuple[int, int]:
+    """One warpgroup MMA instruction's (``HGMMA`` / ``QGMMA``, shape MxNxK) FLOPs, 2·M·N·K,
+    and the bytes it reads from shared memory: its B tile (N x K elements) always, its A tile
+    (M x K) unless A comes from registers, i.e. unless a register operand stands before the
+    ``gdesc`` one (``R24, R88, gdesc[UR4]`` rather than ``R24, gdesc[UR4]``). (0, 0) for
+    anything else, ``HMMA`` included (not a warpgroup MMA; it reads registers only)."""
+    parts = op.split(".")
+    shape = re.fullmatch(r"(\d+)x(\d+)x(\d+)", parts[1]) if len(parts) > 1 else None
+    if parts[0] not in ("HGMMA", "QGMMA") or shape is None:
+        return 0, 0
+    m, n, k = map(int, shape.groups())
+    size = _MMA_INPUT_BYTES.get(parts[-1])
+    if size is None:
+        raise ValueError(f"wgmma_work: unknown input type in {op}")
+    a_in_registers = not operands.split(",")[1].strip().startswith("gdesc")
+    return 2 * m * n * k, (n * k + (0 if a_in_registers else m * k)) * size
+
 
 def mma_loops(sass: str) -> list[dict]:
     """The innermost loops that hold matrix instructions: for each backward branch (a ``BRA``
@@ -280,8 +319,10 @@ def mma_loops(sass: str) -> list[dict]:
     partition). Each: first and last address, instructions, matrix instructions, local loads
     and stores (spills inside the loop), shared-memory stores, ``BAR`` barriers, ``MEMBAR``
     fences (a ``fence.proxy.async`` before a TMA or MMA reads what the threads stored brings
-    one) and ``R2UR`` moves to uniform registers (a wgmma descriptor kept in ordinary
-    registers takes two at each use)."""
+    one), ``R2UR`` moves to uniform registers (a wgmma descriptor kept in ordinary
+    registers takes two at each use), and its warpgroup MMAs' FLOPs and the bytes they read
+    from shared memory (``wgmma_work``: a step's tensor work and the operand traffic that
+    shared memory must carry for it)."""
     lines = sass_instructions(sass)
     loops = []
     for i, (addr, op, rest) in enumerate(lines):
@@ -300,7 +341,9 @@ def mma_loops(sass: str) -> list[dict]:
                           "shared_stores": sum(o.startswith("STS") for _, o, _ in body),
                           "barriers": sum(o.startswith("BAR") for _, o, _ in body),
                           "fences": sum(o.startswith("MEMBAR") for _, o, _ in body),
-                          "uniform_moves": sum(o.startswith("R2UR") for _, o, _ in body)})
+                          "uniform_moves": sum(o.startswith("R2UR") for _, o, _ in body),
+                          "mma_flops": sum(wgmma_work(o, r)[0] for _, o, r in body),
+                          "mma_shared_bytes": sum(wgmma_work(o, r)[1] for _, o, r in body)})
     inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
                                          and y["end"] <= x["end"] for y in loops)]
     return sorted(inner, key=lambda x: x["start"])
@@ -576,7 +619,10 @@ def run_cli(args) -> int:
               f"instructions, {x['mma']} matrix, {x['local_loads']} local loads, "
               f"{x['local_stores']} local stores, {x['shared_stores']} shared stores, "
               f"{x['barriers']} barriers, {x['fences']} fences, "
-              f"{x['uniform_moves']} moves to uniform registers")
+              f"{x['uniform_moves']} moves to uniform registers, "
+              f"warpgroup MMAs of {x['mma_flops']:,} FLOP reading {x['mma_shared_bytes']:,} "
+              f"bytes of shared memory ({operand_load(x):.2f}x the tensor pipe's cycles for "
+              "them)")
     unset = r["unset_descriptors"]
     print(f"  warpgroup MMAs reading a descriptor unwritten on some path: {len(unset)}"
           + "".join(f"; {x['address']:#x} {', '.join(x['registers'])}" for x in unset))
