@@ -12,20 +12,13 @@ metric both files hold gets a row: old, new and the change. The file name's tag
 import argparse
 from pathlib import Path
 
-from flashtriton.analysis.profile import parse_ncu_csv
-
-
-def _launches(path: Path):
-    try:  # (either of ncu's csv pages; its log lines and the driver's step line skipped)
-        return parse_ncu_csv(path.read_text())
-    except ValueError:
-        raise SystemExit(f"{path}: no ncu csv header (see the .log beside it)") from None
+from flashtriton.analysis.profile import ncu_csv_file
 
 
 def compare(old: Path, new: Path) -> list[dict]:
     """One row per kernel launch and metric held by both files: kernel, metric, old, new and
     the change as a fraction of old (None where old is 0)."""
-    a, b = _launches(old), _launches(new)
+    a, b = ncu_csv_file(old), ncu_csv_file(new)
     if [x.kernel for x in a] != [x.kernel for x in b]:
         raise SystemExit(f"{old} and {new} launch different kernels: "
                          f"{[x.kernel for x in a]} against {[x.kernel for x in b]}")

@@ -12,7 +12,7 @@ The file name's tag (PASS-dD-sS-MASK) labels the rows.
 import argparse
 from pathlib import Path
 
-from flashtriton.analysis.profile import parse_ncu_csv
+from flashtriton.analysis.profile import ncu_csv_file
 
 NAMES = ("sm__cycles_active.min", "sm__cycles_active.avg", "sm__cycles_active.max",
          "sm__cycles_elapsed.max")
@@ -21,12 +21,8 @@ NAMES = ("sm__cycles_active.min", "sm__cycles_active.avg", "sm__cycles_active.ma
 def spread_rows(path: Path) -> list[dict]:
     """Each kernel launch of a csv: its name, the four metrics, and idle / tail / spread (as
     fractions, see the module docstring)."""
-    try:  # (either of ncu's csv pages; its log lines and the driver's step line skipped)
-        launches = parse_ncu_csv(path.read_text())
-    except ValueError:
-        raise SystemExit(f"{path}: no ncu csv header (see the .log beside it)") from None
     out = []
-    for r in launches:
+    for r in ncu_csv_file(path):
         lo, avg, hi, elapsed = (r.get(n) for n in NAMES)
         out.append({"kernel": r.kernel, "elapsed": elapsed, "avg": avg, "min": lo,
                      "max": hi, "idle": (elapsed - avg) / elapsed, "tail": (hi - avg) / elapsed,

@@ -70,6 +70,17 @@ def _number(text: str, unit: str):
     return value * scale
 
 
+def ncu_csv_file(path) -> list[KernelRow]:
+    """``parse_ncu_csv`` of a csv file that a scripts/gpu_*.sh driver wrote. A file without
+    ncu's header (the profiled run failed) stops the caller with one line naming it and the
+    log the driver keeps beside it."""
+    try:
+        with open(path) as f:
+            return parse_ncu_csv(f.read())
+    except ValueError:
+        raise SystemExit(f"{path}: no ncu csv header (see the .log beside it)") from None
+
+
 def parse_ncu_csv(text: str) -> list[KernelRow]:
     """Parse ``ncu --csv`` output: the raw page (one column per metric, then a units row unless
     ``--print-units base``) or the details page (one row per metric). ncu's own log lines

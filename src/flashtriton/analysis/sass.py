@@ -335,6 +335,7 @@ def mma_loops(sass: str) -> list[dict]:
         # (a wait's retry code sits after the kernel's exits and branches back up to the
         # wait: its span holds an EXIT, a loop's body does not)
         if mma and not any(o == "EXIT" for _, o, _ in body):
+            work = [wgmma_work(o, r) for _, o, r in body]  # (FLOPs, bytes) of each
             loops.append({"start": start, "end": addr, "instructions": len(body), "mma": mma,
                           "local_loads": sum(o.startswith("LDL") for _, o, _ in body),
                           "local_stores": sum(o.startswith("STL") for _, o, _ in body),
@@ -342,8 +343,8 @@ def mma_loops(sass: str) -> list[dict]:
                           "barriers": sum(o.startswith("BAR") for _, o, _ in body),
                           "fences": sum(o.startswith("MEMBAR") for _, o, _ in body),
                           "uniform_moves": sum(o.startswith("R2UR") for _, o, _ in body),
-                          "mma_flops": sum(wgmma_work(o, r)[0] for _, o, r in body),
-                          "mma_shared_bytes": sum(wgmma_work(o, r)[1] for _, o, r in body)})
+                          "mma_flops": sum(f for f, _ in work),
+                          "mma_shared_bytes": sum(b for _, b in work)})
     inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
                                          and y["end"] <= x["end"] for y in loops)]
     return sorted(inner, key=lambda x: x["start"])

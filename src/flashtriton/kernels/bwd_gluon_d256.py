@@ -50,8 +50,8 @@ from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 @gluon.jit
 def _publish(bar):
-    """This warpgroup's shared tile is stored: publish it to the async proxy (the MMAs that
-    read it) and to the other consumer warpgroup (``bar``: an mbarrier of one arrival)."""
+    """This warpgroup's share of a shared tile is stored: publish it to the async proxy (the
+    MMAs that read it) and to the other consumer warpgroup, by an arrival at ``bar``."""
     fence_async_shared()
     gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
     mbarrier.arrive(bar)

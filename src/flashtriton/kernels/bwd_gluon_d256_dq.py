@@ -35,12 +35,12 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
-                                                              warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import bwd_table_group, launch_geometry
-from flashtriton.kernels.bwd_gluon_d256 import _each_step
+from flashtriton.kernels.bwd_gluon_d256 import _each_step, _publish
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
 from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
 from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order, row_block_table
@@ -54,9 +54,7 @@ def _exchange(xchg, step):
     to the other consumer warpgroup (``xchg``: two mbarriers of two arrivals, taken by step
     parity), then wait for the other's half of step ``step``."""
     par = step % 2
-    fence_async_shared()  # visible to the MMAs (the async proxy) that read them
-    gl.thread_barrier()  # every thread's share is stored before the arrival publishes it
-    mbarrier.arrive(xchg.index(par))
+    _publish(xchg.index(par))
     mbarrier.wait(xchg.index(par), (step // 2) & 1)  # and the other warpgroup's columns
 
 
