@@ -73,6 +73,17 @@ def _each_step(smem, step):
 
 
 @gluon.jit
+def _score(a_reg, a_s, b_s, zero):
+    """Issue a score product over the head dim, A·Bᵀ: A's first half of columns from registers
+    (``a_reg``), its second from shared memory (``a_s``), B (``b_s``) from shared memory."""
+    HALF: gl.constexpr = a_s.type.shape[1] // 2
+    acc = warpgroup_mma(a_reg, b_s.slice(0, HALF, dim=1).permute((1, 0)), zero, use_acc=False,
+                        is_async=True)
+    return warpgroup_mma(a_s.slice(HALF, HALF, dim=1), b_s.slice(HALF, HALF, dim=1).permute((1, 0)),
+                         acc, is_async=True)
+
+
+@gluon.jit
 def _sync(bar, count):
     """Both consumer warpgroups reach this point (``bar``: an mbarrier of two arrivals, used
     for the ``count``-th time); returns the next count."""
@@ -116,6 +127,9 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
     dv_desc = tma.make_tensor_descriptor(DV, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
                                          strides=[stride_dvb, stride_dvn, stride_dvh, 1],
                                          block_shape=[1, BLOCK_N, 1, HALF_D], layout=out_layout)
+    # the first HALF_D columns of the tile's K (warpgroup 0) or V (warpgroup 1) in registers
+    # (32 a thread), the A of the first half of the score product's k-chunks
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=st_layout, k_width=2)
     offs_q = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, st_layout))
     zero_st = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=st_layout)
     step = 0
@@ -131,6 +145,12 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         dv = gl.zeros([BLOCK_N, HALF_D], gl.float32, layout=acc_layout)
         n_steps = group * n_m
         mbarrier.wait(kv_ready, kv_count & 1, pred=n_steps > 0)
+        if WG == 0:
+            a_smem = k_smem
+        else:
+            a_smem = v_smem
+        a_reg = a_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF_D, dim=1) \
+            .load(op_layout)
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
@@ -141,8 +161,7 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             mbarrier.wait(ready.index(slot), (s // STAGES) & 1)
             if WG == 0:  # Sᵀ = K Qᵀ, then Pᵀ for both warpgroups
                 k_s = _each_step(k_smem, s).reshape([BLOCK_N, HEAD_DIM])
-                st = warpgroup_mma(k_s, q_s.permute((1, 0)), zero_st, use_acc=False,
-                                   is_async=True)
+                st = _score(a_reg, k_s, q_s, zero_st)
                 st = warpgroup_mma_wait(num_outstanding=0, deps=(st,))
                 # rows past seqlen_q: lse +inf (P = 0); keys past seqlen_k: their dK, dV rows
                 # are not stored (TMA clips them)
@@ -158,8 +177,7 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
                 mbarrier.wait(ds_ready.index(par), (s // 2) & 1)
             else:  # dPᵀ = V dOᵀ, then dSᵀ = Pᵀ ∘ (dPᵀ − δ) for both warpgroups
                 v_s = _each_step(v_smem, s).reshape([BLOCK_N, HEAD_DIM])
-                dpt = warpgroup_mma(v_s, do_s.permute((1, 0)), zero_st, use_acc=False,
-                                    is_async=True)
+                dpt = _score(a_reg, v_s, do_s, zero_st)
                 dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt,))
                 delta = delta_smem.index(slot).load(gl.SliceLayout(0, st_layout))
                 dpt = dpt - gl.expand_dims(delta, 0)
