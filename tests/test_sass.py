@@ -229,7 +229,7 @@ def test_gluon_backward_d256_fits_an_sm():
     bytes until session 50). A step's MMAs per consumer: Sᵀ (warpgroup 0) or dPᵀ (warpgroup 1)
     over the head dim (16), dV and dK over the 64 queries (4 each). The consumers' loops differ
     (exp2 and the mask in one, the loads of Pᵀ in the other): 335 and 295 instructions when
-    written (session 51)."""
+    written (session 51), 332 and 287 with half of K or V in registers (session 52)."""
     r = _sass("--kernel", "gluon_bwd_d256", "--headdim", "256")
     assert r["kernel"] == "_attn_bwd_dkdv_hs" and r["constexprs"]["BLOCK_N"] == 64
     assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
@@ -237,10 +237,11 @@ def test_gluon_backward_d256_fits_an_sm():
     assert r["unset_descriptors"] == [], r["unset_descriptors"]
     assert r["stale_descriptors"] == [], r["stale_descriptors"]
     _consumer_loops(r["mma_loops"], [256 // 16 + 2 * 64 // 16] * 2, 60)
-    # a step's MMAs read 112 KB of shared memory a consumer for 4.2 MFLOP: 0.88x the cycles
-    # of the tensor pipe's work at 128 bytes a cycle (1.12x when each consumer computed both
-    # score products at N = 32, before session 51)
-    assert all(operand_load(x) < 0.9 for x in r["mma_loops"]), r["mma_loops"]
+    # a step's MMAs read 96 KB of shared memory a consumer for 4.2 MFLOP: 0.75x the cycles
+    # of the tensor pipe's work at 128 bytes a cycle (0.88x with all of K and V read from
+    # shared memory, before session 52; 1.12x when each consumer computed both score products
+    # at N = 32, before session 51)
+    assert all(operand_load(x) < 0.8 for x in r["mma_loops"]), r["mma_loops"]
 
 
 def test_gluon_backward_d256_dq_fits_an_sm():

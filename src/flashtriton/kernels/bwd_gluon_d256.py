@@ -21,6 +21,11 @@ BLOCK_M / 2), and both read all of K and V from shared memory for it: 288 KB of 
 reads a step against 224 KB now, 2,250 cycles at 128 bytes a cycle against the step's 2,048
 cycles of tensor work (an estimate). The kernel took 6% fewer cycles for it at the base clock
 (docs/perf-log.md, session 51). dSᵀ is computed from the 16-bit Pᵀ that the dV product reads.
+Each warpgroup also holds the first half of the head dim of its score product's A, K
+(warpgroup 0) or V (warpgroup 1), in registers for the whole tile (32 a thread; all of it took
+64 and spilled): that product's first 8 k-chunks read only Q or dO from shared memory, 96 KB
+of operand reads a step against 112 KB (0.75x the tensor work's cycles against 0.88x), and
+the kernel took 4.7% fewer cycles at 8k causal (session 52).
 
 The producer is kernels/bwd_gluon.py's (Q, dO, lse and δ through ``STAGES``-deep rings by TMA;
 K and V once per tile). Pᵀ and dSᵀ take two buffers each (step parity), each with an mbarrier
@@ -77,10 +82,10 @@ def _score(a_reg, a_s, b_s, zero):
     """Issue a score product over the head dim, A·Bᵀ: A's first half of columns from registers
     (``a_reg``), its second from shared memory (``a_s``), B (``b_s``) from shared memory."""
     HALF: gl.constexpr = a_s.type.shape[1] // 2
-    acc = warpgroup_mma(a_reg, b_s.slice(0, HALF, dim=1).permute((1, 0)), zero, use_acc=False,
-                        is_async=True)
-    return warpgroup_mma(a_s.slice(HALF, HALF, dim=1), b_s.slice(HALF, HALF, dim=1).permute((1, 0)),
-                         acc, is_async=True)
+    b_lo = b_s.slice(0, HALF, dim=1).permute((1, 0))
+    b_hi = b_s.slice(HALF, HALF, dim=1).permute((1, 0))
+    acc = warpgroup_mma(a_reg, b_lo, zero, use_acc=False, is_async=True)
+    return warpgroup_mma(a_s.slice(HALF, HALF, dim=1), b_hi, acc, is_async=True)
 
 
 @gluon.jit
@@ -146,11 +151,10 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
         n_steps = group * n_m
         mbarrier.wait(kv_ready, kv_count & 1, pred=n_steps > 0)
         if WG == 0:
-            a_smem = k_smem
+            a_first = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF_D, dim=1)
         else:
-            a_smem = v_smem
-        a_reg = a_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF_D, dim=1) \
-            .load(op_layout)
+            a_first = v_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF_D, dim=1)
+        a_reg = a_first.load(op_layout)
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
