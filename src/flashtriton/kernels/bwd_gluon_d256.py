@@ -154,7 +154,7 @@ def _hs_consumer(staged, kv, schedule, args, WG: gl.constexpr):
             a_first = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF_D, dim=1)
         else:
             a_first = v_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF_D, dim=1)
-        a_reg = a_first.load(op_layout)
+        a_reg = a_first.load(op_layout)  # (unused, unwaited, when no query sees the tile)
         for it in range(n_steps):
             s = step + it
             slot = s % STAGES
