@@ -5,6 +5,8 @@
 #
 # sanitize: compute-sanitizer memcheck, then synccheck, on `scripts/sanitize.py --gluon-only`
 # (the Gluon launches; memcheck took over 100 s in session 8), logs in $OUT/sanitizer-*.log.
+# $SANITIZE_TOOLS (default "memcheck synccheck", e.g. "racecheck") and $SANITIZE_ARGS (default
+# --gluon-only, e.g. --d256-only) choose the tools and the launches.
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
 # fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
@@ -51,9 +53,9 @@ sweep() { local name=$1 limit=$(( $2 * 3 / 2 )); shift 2
               > '$OUT/tune-$name.log' 2>&1"; tail -n 12 "$OUT/tune-$name.log"; }
 
 if [ "$WHAT" = sanitize ]; then
-  for tool in memcheck synccheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck synccheck}; do
     step "sanitize-$tool" 300 sh -c "compute-sanitizer --tool $tool --print-limit 20 \
-        python3 scripts/sanitize.py --gluon-only > '$OUT/sanitizer-$tool.log' 2>&1"
+        python3 scripts/sanitize.py ${SANITIZE_ARGS:---gluon-only} > '$OUT/sanitizer-$tool.log' 2>&1"
     tail -n 2 "$OUT/sanitizer-$tool.log"
   done
   exit 0
