@@ -2,7 +2,8 @@
 float64 reference (``flashtriton.reference.attention_ref``), each tensor cut into blocks of
 ``--block`` rows of a head (out and dQ: query rows; dK and dV: keys), each block's largest
 error against the tensor's bound from STYLE.md (``factor · max|torch_lowp − ref64| + floor``;
-factor 2 for the output, 3 for gradients, as the tests use).
+the bench's gate's factors and floors, ``flashtriton.bench.check``: 2 for the output, 3 for
+gradients, as the tests use).
 
     PYTHONPATH=src python3 scripts/tile_errors.py --batch 4 --seqlen-q 1000 --heads 16 \\
         --headdim 256 --causal
@@ -21,12 +22,11 @@ import sys
 import torch
 
 from flashtriton import flash_attn_func
+from flashtriton.bench.check import FLOOR, GRAD_FACTOR, OUT_FACTOR
 from flashtriton.kernels.common import is_interpreting
 from flashtriton.reference import attention_ref
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-# what one rounding of an O(1) result to the dtype can lose (tests/helpers.py's FLOOR)
-FLOOR = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
 
 
 def tile_max(err: torch.Tensor, block: int) -> torch.Tensor:
@@ -111,7 +111,8 @@ def main(argv=None) -> int:
           f"{args.heads}/{heads_k}, head dim {args.headdim}, {args.dtype}, "
           f"{'causal' if args.causal else 'no mask'}, {args.block}-row tiles, on {device}")
     wrong = 0
-    for i, (name, factor) in enumerate((("out", 2.0), ("dq", 3.0), ("dk", 3.0), ("dv", 3.0))):
+    factors = (("out", OUT_FACTOR), ("dq", GRAD_FACTOR), ("dk", GRAD_FACTOR), ("dv", GRAD_FACTOR))
+    for i, (name, factor) in enumerate(factors):
         r = wrong_tiles(outs["ours"][i], outs["ref64"][i], outs["lowp"][i], args.block, factor)
         print(report(name, r))
         wrong += len(r["bad"])

@@ -120,18 +120,20 @@ def no_call_plans(monkeypatch) -> None:
     common.clear_launch_caches()
 
 
+def python_first_path(*dirs) -> str:
+    """A PATH that finds ``dirs`` first, then this Python's folder (the driver scripts call
+    ``python3``), then the current PATH."""
+    return os.pathsep.join([*map(str, dirs), str(Path(sys.executable).parent),
+                            os.environ["PATH"]])
+
+
 def stub_tool_env(tmp_path: Path, name: str, body: str, **extra) -> dict:
     """An environment whose PATH finds first an executable ``name`` in tmp_path/bin running
     the bash lines ``body`` (a stand-in for a GPU-only tool such as ``ncu``, to test a driver
     script on a CPU), then this Python's folder; ``extra`` variables are added."""
-    import os
-    import sys
-
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     tool = bin_dir / name
     tool.write_text(f"#!/usr/bin/env bash\n{body}\n")
     tool.chmod(0o755)
-    path = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, "PATH": path, **extra}
-
+    return {**os.environ, "PATH": python_first_path(bin_dir), **extra}

@@ -8,10 +8,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from helpers import DEVICE
+from helpers import DEVICE, python_first_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +23,7 @@ def test_each_side_names_its_commit(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "TRITON_INTERPRET": "1" if DEVICE == "cpu" else "0",
            "FLASHTRITON_COMMIT": "new1234",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": python_first_path()}
     env.pop("AB_OLD_COMMIT", None)
     run = subprocess.run(
         ["bash", str(ROOT / "scripts/gpu_ab.sh"), str(old), "bench", "--passes", "fwd",
@@ -53,7 +52,7 @@ def test_inproc_times_both_trees_in_each_run(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "TRITON_INTERPRET": "1" if DEVICE == "cpu" else "0",
            "FLASHTRITON_COMMIT": "new1234", "AB_OLD_COMMIT": "0ld5678",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": python_first_path()}
     env.pop("AB_PROVIDERS", None)
     run = subprocess.run(
         ["bash", str(ROOT / "scripts/gpu_ab.sh"), str(old), "inproc", "--passes", "fwd",
