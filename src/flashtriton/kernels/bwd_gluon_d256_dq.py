@@ -40,22 +40,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, war
 
 from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import bwd_table_group, launch_geometry
-from flashtriton.kernels.bwd_gluon_d256 import _each_step, _publish
+from flashtriton.kernels.bwd_gluon_d256 import _publish
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
 from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
 from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order, row_block_table
 
 _empty = torch.empty
-
-
-@gluon.jit
-def _exchange(xchg, step):
-    """This warpgroup's half of the shared dS tile is stored: publish it to the async proxy and
-    to the other consumer warpgroup (``xchg``: two mbarriers of two arrivals, taken by step
-    parity), then wait for the other's half of step ``step``."""
-    par = step % 2
-    _publish(xchg.index(par))
-    mbarrier.wait(xchg.index(par), (step // 2) & 1)  # and the other warpgroup's columns
 
 
 @gluon.jit
@@ -129,23 +119,25 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
     q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty = rows
     k_smem, v_smem, kv_ready, kv_empty = ring
     batch, nheads, group, seqlen_q, seqlen_k, shift, n_m, total, order, table = schedule
-    DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb, stride_dqm, stride_dqh = args
+    DQ, p_smem, ds_smem, p_ready, ds_ready, qk_scale, scale_ds, stride_dqb, stride_dqm, \
+        stride_dqh = args
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[3]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    HALF_N: gl.constexpr = BLOCK_N // 2  # this warpgroup's keys of a tile
     HALF_D: gl.constexpr = HEAD_DIM // 2  # this warpgroup's columns of dQ
     dtype: gl.constexpr = DQ.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
-    # S, dP: [BLOCK_M queries, HALF_N keys] (lse and δ one per row); dQ: [BLOCK_M, HALF_D]
+    # S, dP: [BLOCK_M queries, BLOCK_N keys] (lse and δ one per row); dQ: [BLOCK_M, HALF_D]
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, HALF_N, 16])
+                                                       instr_shape=[16, BLOCK_N, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
                                                          instr_shape=[16, HALF_D, 16])
-    cols_n = WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(0, s_layout))
+    # the tile's Q (warpgroup 0) or dO (warpgroup 1) in registers, the A of its score products
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+    cols_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     cols_o = WG * HALF_D + gl.arange(0, HALF_D, layout=gl.SliceLayout(0, acc_layout))
-    zero_s = gl.zeros([BLOCK_M, HALF_N], gl.float32, layout=s_layout)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
     step = 0  # K/V steps of the program's earlier tiles
     local = 0  # the program's tiles so far
     lo, hi, stride = _table_range(table, total)
@@ -156,38 +148,46 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
         offs_m = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
         dq = gl.zeros([BLOCK_M, HALF_D], gl.float32, layout=acc_layout)
         mbarrier.wait(q_ready, local & 1)
-        lse2 = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
-        delta = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
+        if WG == 0:
+            a_reg = q_smem.index(0).reshape([BLOCK_M, HEAD_DIM]).load(op_layout)
+            row = gl.expand_dims(lse_smem.load(gl.SliceLayout(1, s_layout)), 1)
+        else:
+            a_reg = do_smem.index(0).reshape([BLOCK_M, HEAD_DIM]).load(op_layout)
+            row = gl.expand_dims(delta_smem.load(gl.SliceLayout(1, s_layout)), 1)
         for j in range(n_steps):
             g = step + j
             slot = g % STAGES
-            n0 = j * BLOCK_N
-            q_s = _each_step(q_smem, g).reshape([BLOCK_M, HEAD_DIM])
-            do_s = _each_step(do_smem, g).reshape([BLOCK_M, HEAD_DIM])
-            k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
-            v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
-            mbarrier.wait(kv_ready.index(slot), (g // STAGES) & 1)
-            k_w = k_s.slice(WG * HALF_N, HALF_N, dim=0)
-            v_w = v_s.slice(WG * HALF_N, HALF_N, dim=0)
-            s = warpgroup_mma(q_s, k_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            dp = warpgroup_mma(do_s, v_w.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
-            p = gl.exp2(s * qk_scale - lse2)
-            if n0 + WG * HALF_N + HALF_N - 1 > m0 + shift:  # the causal diagonal cuts these keys
-                keep = gl.expand_dims(n0 + cols_n, 0) <= gl.expand_dims(offs_m, 1) + shift
-                p = gl.where(keep, p, 0.0)
-            dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-            # the tile's last products that read Q and dO are done: the next tile's may load
-            mbarrier.arrive(q_empty, pred=j == n_steps - 1)
-            ds = p * (dp - delta)
             par = g % 2
-            ds_smem.index(par).slice(WG * HALF_N, HALF_N, dim=1).store(ds.to(dtype))
-            _exchange(xchg, g)
+            n0 = j * BLOCK_N
+            k_s = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+            mbarrier.wait(kv_ready.index(slot), (g // STAGES) & 1)
+            if WG == 0:  # S = Q Kᵀ, then P for warpgroup 1
+                s = warpgroup_mma(a_reg, k_s.permute((1, 0)), zero_s, use_acc=False,
+                                  is_async=True)
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+                p = gl.exp2(s * qk_scale - row)
+                if n0 + BLOCK_N - 1 > m0 + shift:  # the causal diagonal cuts these keys
+                    keep = gl.expand_dims(n0 + cols_n, 0) <= gl.expand_dims(offs_m, 1) + shift
+                    p = gl.where(keep, p, 0.0)
+                p_smem.index(par).store(p.to(dtype))
+                _publish(p_ready.index(par))
+                mbarrier.wait(ds_ready.index(par), (g // 2) & 1)
+            else:  # dP = dO Vᵀ; once P is there, dS = P ∘ (dP − δ) for both warpgroups
+                v_s = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+                dp = warpgroup_mma(a_reg, v_s.permute((1, 0)), zero_s, use_acc=False,
+                                   is_async=True)
+                dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+                dp = dp - row
+                mbarrier.wait(p_ready.index(par), (g // 2) & 1)
+                p = p_smem.index(par).load(s_layout).to(gl.float32)
+                ds_smem.index(par).store((p * dp).to(dtype))
+                _publish(ds_ready.index(par))
             dq = warpgroup_mma(ds_smem.index(par), k_s.slice(WG * HALF_D, HALF_D, dim=1), dq,
                                is_async=True)
             dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
             mbarrier.arrive(kv_empty.index(slot))  # K and V of this tile are no longer read
-        mbarrier.arrive(q_empty, pred=n_steps == 0)  # rows that see no key: dQ = 0
+        gl.thread_barrier()
+        mbarrier.arrive(q_empty)
         step += n_steps
         local += 1
         rows_o = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
@@ -225,14 +225,13 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, HEAD_DIM], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
-    # dS is written in BLOCK_N / 2-column halves, which must start on a swizzle row
-    ds_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=BLOCK_N,
-                                                   element_bitwidth=16, rank=2)
+    p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_layout)
     do_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
-    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
+    p_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], p_layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], p_layout)
     row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
     lse_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M], row_layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M], row_layout)
@@ -240,14 +239,16 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    xchg = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    p_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_ready, count=2)  # the TMA bytes' and the lse / δ stores
     mbarrier.init(q_empty, count=2)  # one arrival per consumer
     for i in gl.static_range(STAGES):
         mbarrier.init(kv_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)  # one arrival per consumer
     for i in gl.static_range(2):
-        mbarrier.init(xchg.index(i), count=2)  # one arrival per consumer
+        mbarrier.init(p_ready.index(i), count=1)  # warpgroup 0's P of a step parity
+        mbarrier.init(ds_ready.index(i), count=1)  # warpgroup 1's dS
 
     rows = (q_smem, do_smem, lse_smem, delta_smem, q_ready, q_empty)
     ring = (k_smem, v_smem, kv_ready, kv_empty)
@@ -257,8 +258,8 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     loads = (rows, ring, schedule, Q, K, V, DO, LSE, DELTA, stride_qb, stride_qm, stride_kb,
              stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_dob, stride_dom,
              stride_lb, stride_lh)
-    work = (rows, ring, schedule, (DQ, ds_smem, xchg, qk_scale, scale_ds, stride_dqb,
-                                   stride_dqm, stride_dqh))
+    work = (rows, ring, schedule, (DQ, p_smem, ds_smem, p_ready, ds_ready, qk_scale, scale_ds,
+                                   stride_dqb, stride_dqm, stride_dqh))
     gl.warp_specialize([(_dq_producer, loads), (_dq_consumer0, work), (_dq_consumer1, work)],
                        [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
 
