@@ -183,8 +183,8 @@ def test_gluon_backward_tile_order_refused():
 
 # head dim 256 (kernels/bwd_gluon_d256.py): the two consumers split dK's and dV's columns over one
 # 64-key tile, one computes Pᵀ and the other dSᵀ, handed over in shared memory; then dQ by
-# kernels/bwd_gluon_d256_dq.py's kernel, whose consumers split dQ's columns and exchange dS. The
-# shipped config (persistent, causal on greedy tile tables; with these few tiles, one tile per
+# kernels/bwd_gluon_d256_dq.py's kernel, whose consumers split dQ's columns and hand P and dS over.
+# The shipped config (persistent, causal on greedy tile tables; with these few tiles, one tile per
 # program), and persistent with more tiles than SMs (programs walk several tiles: the buffers that
 # stage dK and dV are Pᵀ's and dSᵀ's, handed back between tiles; the dQ kernel's Q and dO buffers
 # are handed back too, and some of its tiles have rows that see no key)

@@ -10,19 +10,25 @@ together read a few heads' K and V from L2 (listed row block by row block across
 as this kernel first did, 7.6% of its K/V reads hit L2 at 1k keys, 60% at 4k, and the kernel
 ran DRAM-bound: docs/perf-log.md, session 19; head by head, 79.4% at 1k and the d256
 backward +14.4% there, session 20); causal, longest first, in ``_snake`` order,
-the next tile's Q and dO loaded once both consumers have issued and waited their last score
-products of the tile before (``q_empty``), so they load under the dQ store; the rings and the
-dS exchange count their steps across the program's tiles.
+the next tile's Q and dO loaded once both consumers are done with the tile before
+(``q_empty``), so they load under the dQ store; the rings and the P / dS hand-overs count
+their steps across the program's tiles.
 The two consumer warpgroups split dQ's head dim as the dK/dV kernel splits dK's and dV's:
 warpgroup w keeps columns [w·128, w·128 + 128) of dQ (64 registers a thread). The score
-products sum over the whole head dim, so each warpgroup computes them for half of the tile's
-BLOCK_N keys and the two exchange their halves of dS. Per key tile:
+products are split between them, one each over the whole key tile, with the tile-fixed A
+(warpgroup 0's Q, warpgroup 1's dO) loaded into registers once a tile (64 registers), so a
+step's products read only K or V from shared memory. Per key tile:
 
-    S = Q K_wᵀ, dP = dO V_wᵀ           (w's BLOCK_N / 2 keys; issued together)
-    P = exp2(S·scale − lse)
-    dS = P ∘ (dP − δ)                  → w's columns of the shared dS tile
-    wait for the other warpgroup's columns (an mbarrier per step parity)
-    dQ_w += dS K[:, w's columns]
+    warpgroup 0: S = Q Kᵀ, P = exp2(S·scale − lse) (masked) → shared P, an mbarrier
+    warpgroup 1: dP = dO Vᵀ; waits for P; dS = P ∘ (dP − δ) → shared dS, an mbarrier
+    both:        dQ_w += dS K[:, w's columns]
+
+(Until session 53 each warpgroup computed both products for half of the tile's keys and the
+two exchanged their halves of dS: 36 MMAs and 1.25x the tensor pipe's cycles of operand reads
+a step each; now 20 and 0.58x. docs/perf-log.md, session 53.) Q and dO are released at the
+tile's end: released right after their register load, with a plain arrival, the shortest
+causal tiles of persistent programs came out wrong (session 52), and a release fenced
+against the producer's TMA was correct and measured no faster (session 53).
 
 Keys past seqlen_k need no mask: TMA fills their K and V rows with zeros, so their dS (−P·δ)
 meets a zero row of K. dQ is written once, in the inputs' dtype, from the registers.
@@ -186,6 +192,8 @@ def _dq_consumer(rows, ring, schedule, args, WG: gl.constexpr):
                                is_async=True)
             dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
             mbarrier.arrive(kv_empty.index(slot))  # K and V of this tile are no longer read
+        # the tile's products are done (or it had none: rows that see no key, dQ = 0), so its
+        # Q, dO, lse and δ may be overwritten
         gl.thread_barrier()
         mbarrier.arrive(q_empty)
         step += n_steps
