@@ -1,0 +1,84 @@
+"""scripts/racecheck_summary.py on a real racecheck log (tests/data/README.md), and
+scripts/gpu_tune.sh's racecheck step with a stand-in compute-sanitizer that prints it."""
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import load_script, stub_tool_env
+
+ROOT = Path(__file__).resolve().parents[1]
+rs = load_script("racecheck_summary")
+
+EXCERPT = Path(__file__).parent / "data" / "racecheck_d256_excerpt.log"
+
+
+def test_parse_real_excerpt():
+    hazards, summary = rs.parse(EXCERPT.read_text().splitlines())
+    assert summary == "RACECHECK SUMMARY: 3087 hazards displayed (3087 errors, 0 warnings)"
+    assert len(hazards) == 9
+    first = hazards[0]
+    assert (first.severity, first.kind, first.address) == ("Error", "RAW", 0x38798)
+    assert first.kernel == "_attn_bwd_dq_hs"
+    assert first.writer == (31, "0x62b0") and first.reader == (128, "0x140")
+    assert first.value == "0"
+    assert [h.kernel for h in hazards].count("_attn_fwd_ws") == 3
+
+
+def test_groups_split_at_address_gaps():
+    rows = rs.group(rs.parse(EXCERPT.read_text().splitlines())[0])
+    dq = [r for r in rows if r["kernel"] == "_attn_bwd_dq_hs"]
+    # 0x38798 and 0x38799 are one run, 0x3879f another
+    assert [(r["first"], r["last"], r["hazards"]) for r in dq] == [
+        (0x38798, 0x38799, 2), (0x3879f, 0x3879f, 1)]
+    assert dq[0]["readers"] == [128, 160] and dq[0]["writers"] == [31]
+    assert sum(r["hazards"] for r in rows) == 9
+    assert rows[0]["hazards"] >= rows[-1]["hazards"]
+
+
+def test_address_runs_and_threads():
+    assert rs.address_runs([5, 3, 4, 9, 9, 11, 10]) == [(3, 5), (9, 11)]
+    assert rs.threads([128 + 32 * w for w in range(8)]) == "warps 4-11, lane 0"
+    assert rs.threads([31]) == "warp 0, lane 31"
+    assert rs.threads([31, 95, 127]) == "warps 0,2-3, lane 31"
+    assert rs.threads([0, 1, 2, 40]) == "warps 0-1, lanes 0-2,8"
+
+
+def test_cli_reads_gzip_and_refuses_other_logs(tmp_path):
+    gz = tmp_path / "racecheck.log.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write(EXCERPT.read_text())
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "racecheck_summary.py"),
+                          str(gz)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "9 hazards parsed, in 6 groups" in out.stdout
+    assert "_attn_fwd_ws: 2 RAW (2 of them errors) on 2 bytes at 0x30400..0x30401" in out.stdout
+    other = tmp_path / "memcheck.log"
+    other.write_text("========= ERROR SUMMARY: 0 errors\n")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "racecheck_summary.py"),
+                          str(other)], capture_output=True, text=True)
+    assert out.returncode == 2 and "no racecheck hazard or summary line" in out.stderr
+
+
+def test_gpu_tune_racecheck_step(tmp_path):
+    """The sanitize step with racecheck: every hazard printed, the log gzipped, the summary
+    beside it (compute-sanitizer replaced by a script that prints the real excerpt)."""
+    shutil.copy(EXCERPT, tmp_path / "excerpt.log")
+    env = stub_tool_env(tmp_path, "compute-sanitizer",
+                        f'echo "$@" > {tmp_path}/args.txt; cat {tmp_path}/excerpt.log',
+                        OUT=str(tmp_path / "out"), SANITIZE_TOOLS="racecheck",
+                        SANITIZE_ARGS="--d256-only")
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "sanitize"], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    args = (tmp_path / "args.txt").read_text().split()
+    assert args[:2] == ["--tool", "racecheck"] and "--print-limit" in args
+    assert args[args.index("--print-limit") + 1] == "0"
+    assert args[-3:] == ["python3", "scripts/sanitize.py", "--d256-only"]
+    out = tmp_path / "out"
+    assert not (out / "sanitizer-racecheck.log").exists()
+    assert gzip.open(out / "sanitizer-racecheck.log.gz", "rt").read() == EXCERPT.read_text()
+    summary = (out / "sanitizer-racecheck-summary.txt").read_text()
+    assert summary.startswith("RACECHECK SUMMARY: 3087 hazards displayed")
+    assert "9 hazards parsed, in 6 groups" in summary
