@@ -12,7 +12,8 @@
 # $METRICS (default: SM active cycles, elapsed cycles, warp instructions executed, those on
 # the uniform pipe), once with OLD_TREE/src on PYTHONPATH ("old") and once with this tree's
 # ("new"). Written under $OUT: the csv rows (cycles-{old,new}-PASS-dD-sS-MASK.csv) and
-# scripts/cycles_ab_table.py's table (cycles-ab-PASS-dD.txt).
+# scripts/cycles_ab_table.py's table (cycles-ab-PASS-dD.txt). NCU_CLOCK=none profiles at the
+# clock the GPU holds instead of the base clock (scripts/gpu_env.sh's ncu_pass).
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 OLD=${1:?old tree (a folder with src/)} PASS=${2:?pass: fwd or bwd} HEADDIM=${3:?head dim}

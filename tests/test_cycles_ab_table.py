@@ -101,6 +101,21 @@ def test_driver_with_a_stub_ncu(tmp_path):
     assert "cycles-old-bwd-d256-s4096-causal rc=0" in steps
 
 
+def test_driver_at_the_held_clock(tmp_path):
+    """NCU_CLOCK=none: ncu profiles at the clock the GPU holds, not the base clock."""
+    calls = tmp_path / "calls.txt"
+    env = stub_tool_env(tmp_path, "ncu", f'echo "$*" >> {calls}\ncat {DETAILS}',
+                        OUT=str(tmp_path / "out"), MASKS="full", NCU_CLOCK="none")
+    old = tmp_path / "old"
+    (old / "src" / "flashtriton").mkdir(parents=True)
+    run = subprocess.run(["bash", str(ROOT / "scripts/gpu_cycles_ab.sh"), str(old), "bwd",
+                          "256", "8192"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    args = calls.read_text().splitlines()
+    assert len(args) == 2 and all("--clock-control none" in a and "--causal" not in a
+                                  for a in args)
+
+
 def test_driver_refuses_a_tree_without_src(tmp_path):
     run = subprocess.run(["bash", str(ROOT / "scripts/gpu_cycles_ab.sh"), str(tmp_path), "bwd",
                           "256", "4096"], capture_output=True, text=True,
