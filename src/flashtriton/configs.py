@@ -316,7 +316,9 @@ _BWD_GLUON = {
     # steps in two-slot rings (231,912 bytes of shared memory since session 51, when its score
     # products became one consumer's each; spills: 140 bytes when written, 104 by session 49,
     # none since session 50's ``_each_step``); then the dQ kernel of
-    # kernels/bwd_gluon_d256_dq.py (214,880 bytes, no spills). Its A/B against the
+    # kernels/bwd_gluon_d256_dq.py (214,880 bytes when written; 231,328 since session 53, when
+    # its score products became one consumer's each with Q or dO in registers; no spills).
+    # Its A/B against the
     # tl two-kernel path (2026-11-30-s18-ab-bwd-gluon-d256-dq-*.json, one program per tile):
     # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
     # slot / two / two persistent; no mask, causal): 1k 236.8 256.9 270.3, 183.7 191.6 212.6;

@@ -68,12 +68,12 @@ def _each_step(smem, step):
     ``step >> 31`` is 0 (steps count up from 0), which the compiler cannot know. Used for an
     operand that stays put for a whole tile, whose 16 k-chunk wgmma descriptors the compiler
     would otherwise compute once before the loop: two such operands' 32 descriptors (Q and dO
-    in the dQ kernel; K and V here until session 51) are more than the uniform registers hold,
-    and the second consumer partition then kept them in ordinary registers and moved each to
-    uniform ones at every use (60-70 R2UR a step). Addressed in the step, each consumer
-    derives them from one base (docs/perf-log.md, session 50). With one such operand (Q
-    hoisted, dO addressed here) the dQ kernel ran 4% fewer instructions but 1.5-6% more
-    cycles (session 51), so each fixed operand is addressed here."""
+    in the dQ kernel until session 53, which holds them in registers now; K and V here until
+    session 51) are more than the uniform registers hold, and the second consumer partition
+    then kept them in ordinary registers and moved each to uniform ones at every use (60-70
+    R2UR a step). Addressed in the step, each consumer derives them from one base
+    (docs/perf-log.md, session 50). With one such operand hoisted (Q, dO addressed here) the
+    dQ kernel then ran 4% fewer instructions but 1.5-6% more cycles (session 51)."""
     return smem.index(step >> 31)
 
 
