@@ -95,3 +95,27 @@ def test_clock_is_refused_where_it_cannot_work(capsys):
         capsys.readouterr().out
     assert harness.run_cli(parse("--device", "cpu", "--feature", "window", *tiny)) == 2
     assert "--clock applies to the attention grid" in capsys.readouterr().out
+
+
+def test_a_run_saved_as_it_goes_keeps_the_clock_written_so_far(tmp_path):
+    # what nvidia-smi has written by the time the first configuration is saved: two samples
+    # inside the row's window and one partly written line (the sampler still running)
+    log = tmp_path / "smi.csv"
+    log.write_text("2026/12/03 20:23:45.100, 1650 MHz, 690.50 W\n"
+                   "2026/12/03 20:23:45.150, 1680 MHz, 695.50 W\n"
+                   "2026/12/03 20:23:45.2")
+    t0 = clock.read_samples(str(log))[0][0]
+    samples = clock.ClockSamples(str(log))
+    row = results.make_row("flashtriton", "fwd", dtype="bf16", batch=1, heads=16,
+                           seqlen=16384, headdim=128, causal=False, ms=3.4,
+                           clock_windows=[(t0 - 0.01, t0 + 0.06)])
+    out = tmp_path / "run.json"
+    results.save_partial(out, META, [row], samples)
+    saved = results.read_results(out)["results"][0]
+    assert (saved["clock_samples"], saved["sm_mhz"], saved["watts"]) == (2, 1665.0, 693.0)
+    assert saved["kcycles"] == pytest.approx(3.4 * 1665.0)
+    # without a sampler (no --clock) the rows are saved as they are
+    plain = results.make_row("flashtriton", "fwd", dtype="bf16", batch=1, heads=16,
+                             seqlen=16384, headdim=128, causal=False, ms=3.4)
+    results.save_partial(out, META, [plain])
+    assert "sm_mhz" not in results.read_results(out)["results"][0]

@@ -1,7 +1,10 @@
 """flashtriton.analysis.clock: nvidia-smi's lines read back, and which samples fall inside a
 timing's window (its clock, power and cycles per call)."""
 
+import os
 import shutil
+import sys
+import time
 
 import pytest
 
@@ -44,3 +47,27 @@ def test_sampling_without_nvidia_smi_says_so():
     with pytest.raises(RuntimeError, match="nvidia-smi is not on PATH"):
         with clock.sample_clock():
             pass
+
+
+def test_samples_so_far_while_the_sampler_runs(tmp_path, monkeypatch):
+    # a stand-in nvidia-smi on PATH that writes one line every 10 ms until it is stopped
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!{sys.executable}\n"
+                   "import sys, time\n"
+                   "from datetime import datetime\n"
+                   "while True:\n"
+                   "    now = datetime.now().strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]\n"
+                   "    print(f'{now}, 1755 MHz, 690.00 W', flush=True)\n"
+                   "    time.sleep(0.01)\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with clock.sample_clock(10) as samples:
+        deadline = time.time() + 10
+        while not samples.so_far() and time.time() < deadline:
+            time.sleep(0.02)
+        early = samples.so_far()
+        assert early and samples == []  # read from the log; the list fills at the end
+        assert {(mhz, w) for _, mhz, w in early} == {(1755.0, 690.0)}
+    assert len(samples) >= len(early)
+    assert samples[:len(early)] == early
+    assert samples.so_far() == list(samples)  # the log is gone: the list itself

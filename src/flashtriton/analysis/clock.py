@@ -39,16 +39,33 @@ def read_samples(path: str) -> list[tuple[float, float, float]]:
     return samples
 
 
+class ClockSamples(list):
+    """``sample_clock``'s (unix time, MHz, W) samples: the list is filled once the block has
+    ended; ``so_far()`` reads those nvidia-smi has written until now (a run that saves its
+    rows as it goes, and may be cut short, attaches their clock from it)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self.done = False
+
+    def so_far(self) -> list[tuple[float, float, float]]:
+        # (nvidia-smi writes to a file through a buffer: the last few samples may not be
+        # there yet, and a partly written line is skipped)
+        return list(self) if self.done else read_samples(self.path)
+
+
 @contextlib.contextmanager
 def sample_clock(interval_ms: int = SAMPLE_MS):
     """Sample the SM clock and board power every ``interval_ms`` while the block runs; the
-    list it yields holds the (unix time, MHz, W) samples once the block has ended."""
+    list it yields (a ``ClockSamples``) holds the (unix time, MHz, W) samples once the block
+    has ended, and its ``so_far()`` those written until a moment within the block."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         raise RuntimeError("sample_clock: nvidia-smi is not on PATH (it comes with the NVIDIA "
                            "driver)")
-    samples: list[tuple[float, float, float]] = []
     with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
+        samples = ClockSamples(log.name)
         proc = subprocess.Popen([smi, "--query-gpu=timestamp,clocks.sm,power.draw",
                                  "--format=csv,noheader", "-lms", str(interval_ms)], stdout=log)
         try:
@@ -57,6 +74,7 @@ def sample_clock(interval_ms: int = SAMPLE_MS):
             proc.terminate()
             proc.wait()
             samples.extend(read_samples(log.name))
+            samples.done = True
 
 
 def clock_between(samples, t0: float, t1: float) -> dict:

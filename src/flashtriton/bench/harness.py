@@ -625,7 +625,8 @@ def timer_description(device: str, rounds: int) -> str:
 
 def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = None) -> int:
     from flashtriton.bench.report import make_console, setup_line, summary_tables, target_line
-    from flashtriton.bench.results import merge_results, read_results, write_results
+    from flashtriton.bench.results import (merge_results, read_results, save_partial,
+                                           write_results)
 
     if getattr(args, "baseline_src", None) is not None and (getattr(args, "feature", None)
                                                             or getattr(args, "decode", False)):
@@ -699,13 +700,16 @@ def run_cli(args: argparse.Namespace, registry: dict[str, Provider] | None = Non
                       f"with --providers; all: {', '.join(registry)})")
     meta = collect_meta(device)
 
+    clock_samples = None
+
     def checkpoint(rows: list[dict]) -> None:
         if args.out:
-            write_results(args.out, meta, rows)
+            save_partial(args.out, meta, rows, clock_samples)
 
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        if timing.clock:  # (the rows get their clock once the sampler has stopped)
+        if timing.clock:  # (the rows get their clock once the sampler has stopped; the JSON
+            #              saved after each configuration, from the samples written so far)
             from flashtriton.analysis.clock import sample_clock
 
             try:
