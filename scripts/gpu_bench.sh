@@ -24,8 +24,9 @@
 # Where nvidia-smi is on PATH the grid runs with --clock: each row also records the SM clock,
 # the board power and the cycles per call while it was timed.
 # Results: $OUT/<date>-<what>.json (rewritten after every configuration, so a run cut short keeps
-# what it measured, with its rows' clock) and $OUT/plots-<what>/*.png. Copy the JSON to bench/results/ to commit it;
-# `flashtriton bench --plot-only FILE... --plots DIR` regenerates the plots from it.
+# what it measured, with its rows' clock) and $OUT/plots-<what>/*.png. Copy the JSON to
+# bench/results/ to commit it; `flashtriton bench --plot-only FILE... --plots DIR` regenerates
+# the plots from it.
 # The working tree on the GPU machine has no .git: pass the commit as FLASHTRITON_COMMIT=<sha>.
 # Needs python3 with torch and triton; rich and matplotlib are optional (plain text / no plots).
 set -euo pipefail

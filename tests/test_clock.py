@@ -53,7 +53,7 @@ def test_samples_so_far_while_the_sampler_runs(tmp_path, monkeypatch):
     # a stand-in nvidia-smi on PATH that writes one line every 10 ms until it is stopped
     smi = tmp_path / "nvidia-smi"
     smi.write_text(f"#!{sys.executable}\n"
-                   "import sys, time\n"
+                   "import time\n"
                    "from datetime import datetime\n"
                    "while True:\n"
                    "    now = datetime.now().strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]\n"
