@@ -109,11 +109,23 @@ def test_a_run_saved_as_it_goes_keeps_the_clock_written_so_far(tmp_path):
     row = results.make_row("flashtriton", "fwd", dtype="bf16", batch=1, heads=16,
                            seqlen=16384, headdim=128, causal=False, ms=3.4,
                            clock_windows=[(t0 - 0.01, t0 + 0.06)])
+    later = dict(row, clock_windows=[(t0 + 0.14, t0 + 0.21)])  # the next configuration's
     out = tmp_path / "run.json"
-    results.save_partial(out, META, [row], samples)
-    saved = results.read_results(out)["results"][0]
+    results.save_partial(out, META, [row, later], samples)
+    saved, pending = results.read_results(out)["results"]
     assert (saved["clock_samples"], saved["sm_mhz"], saved["watts"]) == (2, 1665.0, 693.0)
     assert saved["kcycles"] == pytest.approx(3.4 * 1665.0)
+    assert (pending["clock_samples"], pending["sm_mhz"]) == (0, None)  # not written yet
+    # the next save: the line is complete and more have come; the row without a clock gets
+    # one, the row that has one keeps it
+    with log.open("a") as f:
+        f.write("50, 1700 MHz, 699.00 W\n"
+                "2026/12/03 20:23:45.300, 1720 MHz, 698.00 W\n"
+                "2026/12/03 20:23:45.350, 1500 MHz, 600.00 W\n")
+    results.save_partial(out, META, [row, later], samples)
+    saved, pending = results.read_results(out)["results"]
+    assert (saved["clock_samples"], saved["sm_mhz"]) == (2, 1665.0)
+    assert (pending["clock_samples"], pending["sm_mhz"], pending["watts"]) == (2, 1710.0, 698.5)
     # without a sampler (no --clock) the rows are saved as they are
     plain = results.make_row("flashtriton", "fwd", dtype="bf16", batch=1, heads=16,
                              seqlen=16384, headdim=128, causal=False, ms=3.4)

@@ -1,14 +1,13 @@
 """flashtriton.analysis.clock: nvidia-smi's lines read back, and which samples fall inside a
 timing's window (its clock, power and cycles per call)."""
 
-import os
 import shutil
-import sys
 import time
 
 import pytest
 
 from flashtriton.analysis import clock
+from helpers import stub_tool_env
 
 
 def test_samples_read_from_nvidia_smi_lines(tmp_path):
@@ -51,16 +50,12 @@ def test_sampling_without_nvidia_smi_says_so():
 
 def test_samples_so_far_while_the_sampler_runs(tmp_path, monkeypatch):
     # a stand-in nvidia-smi on PATH that writes one line every 10 ms until it is stopped
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!{sys.executable}\n"
-                   "import time\n"
-                   "from datetime import datetime\n"
-                   "while True:\n"
-                   "    now = datetime.now().strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]\n"
-                   "    print(f'{now}, 1755 MHz, 690.00 W', flush=True)\n"
-                   "    time.sleep(0.01)\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    env = stub_tool_env(tmp_path, "nvidia-smi",
+                        "while true; do\n"
+                        "  echo \"$(date '+%Y/%m/%d %H:%M:%S.%3N'), 1755 MHz, 690.00 W\"\n"
+                        "  sleep 0.01\n"
+                        "done")
+    monkeypatch.setenv("PATH", env["PATH"])
     with clock.sample_clock(10) as samples:
         deadline = time.time() + 10
         while not samples.so_far() and time.time() < deadline:

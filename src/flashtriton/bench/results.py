@@ -137,12 +137,13 @@ def write_results(path: str | os.PathLike, meta: dict, results: list[dict]) -> P
 def save_partial(path: str | os.PathLike, meta: dict, rows: list[dict],
                  clock_samples=None) -> Path:
     """The JSON of a run in progress, written after each configuration. With
-    ``clock_samples`` (``--clock``: ``analysis.clock.ClockSamples``) each timed row first gets
-    its clock from the samples written so far, so that a run cut short keeps its clock too;
-    the last configuration's rows may miss samples nvidia-smi has not flushed yet (the run's
-    end attaches every row's clock again, from all of them)."""
+    ``clock_samples`` (``--clock``: ``analysis.clock.ClockSamples``) each timed row that has
+    no clock yet gets one from the samples written so far, so that a run cut short keeps its
+    clock too. Rows that have one keep it (each save would otherwise match every row against
+    every sample again); the newest rows may miss samples nvidia-smi has not flushed yet, and
+    the run's end attaches every row's clock again, from all of them."""
     if clock_samples is not None:
-        attach_run_clock(rows, clock_samples.so_far())
+        attach_run_clock([r for r in rows if r.get("sm_mhz") is None], clock_samples.so_far())
     return write_results(path, meta, rows)
 
 
