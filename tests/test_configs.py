@@ -36,7 +36,7 @@ def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
     """d64: two consumers (128 rows) below THREE_CONSUMERS_FWD_FROM[causal] keys (2048 without
     a causal mask, 8192 with), three (192 rows) from there, persistent at every length; d128
     keeps two."""
-    assert configs.THREE_CONSUMERS_FWD_FROM == {False: 2048, True: 8192}
+    assert configs.THREE_CONSUMERS_FWD_FROM == {False: 2048, True: 2048}
     for causal, start in configs.THREE_CONSUMERS_FWD_FROM.items():
         for seqlen_k in (1, 1024, start - 1):
             cfg = configs.gluon_fwd_config(torch.bfloat16, 64, causal, False, seqlen_k)

@@ -203,7 +203,7 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
 # consumers from 2048 keys without a mask, in-process A/B against two
 # (2026-12-02-s43-ab-fwd-c3-2k-*.json, two runs of six paired rounds): 434.2 -> 475.2 TFLOP/s,
 # +10.0% (paired +0.7..+16.9%), 1.018x -> 1.114x cuDNN. So without a mask three from 2048.
-THREE_CONSUMERS_FWD_FROM = {False: 2048, True: 8192}  # by causal
+THREE_CONSUMERS_FWD_FROM = {False: 2048, True: 2048}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
                                                 persistent=True,
                                                 tile_order="greedy" if causal else None)
