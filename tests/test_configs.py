@@ -33,8 +33,8 @@ def test_gluon_forward_is_persistent_below_the_threshold(compiled, head_dim, cau
 
 
 def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
-    """d64: two consumers (128 rows) below THREE_CONSUMERS_FWD_FROM[causal] keys (2048 without
-    a causal mask, 8192 with), three (192 rows) from there, persistent at every length; d128
+    """d64: two consumers (128 rows) below THREE_CONSUMERS_FWD_FROM[causal] keys (2048 with or
+    without a causal mask), three (192 rows) from there, persistent at every length; d128
     keeps two."""
     assert configs.THREE_CONSUMERS_FWD_FROM == {False: 2048, True: 2048}
     for causal, start in configs.THREE_CONSUMERS_FWD_FROM.items():

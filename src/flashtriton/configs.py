@@ -169,8 +169,9 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
                    for key, cfg in _FWD_GLUON.items()}
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
 # against one program per tile 393.1 at 8k, 441.9 against 427.8 at 16k:
-# 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); from there it takes three consumers,
-# persistent (_FWD_GLUON_THREE), so its _FWD_GLUON_LONG entry is never used.
+# 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); it takes three consumers, persistent
+# (_FWD_GLUON_THREE), from THREE_CONSUMERS_FWD_FROM keys, so its _FWD_GLUON_LONG entry is never
+# used.
 # Three consumer warpgroups (block_m 192, 64 rows each) for d64, from the key count
 # THREE_CONSUMERS_FWD_FROM gives per mask, persistent at every length: more independent MMA and
 # exp chains per SM where the exps hold back the products (docs/perf-log.md, sessions 7 and 8).
@@ -203,6 +204,14 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
 # consumers from 2048 keys without a mask, in-process A/B against two
 # (2026-12-02-s43-ab-fwd-c3-2k-*.json, two runs of six paired rounds): 434.2 -> 475.2 TFLOP/s,
 # +10.0% (paired +0.7..+16.9%), 1.018x -> 1.114x cuDNN. So without a mask three from 2048.
+# Causal, session 55: three consumers had lost at 4k causal in session 8 (before ping-pong
+# among the three, the greedy tile tables and the row blocks ending at the last row). Again
+# with all of those, in-process A/B against two (2026-12-03-s55-ab-fwd-d64c-three-*.json):
+# from 1024 keys 1k -0.5% (paired -2.0..+1.9%), 2k +6.3%, 4k +7.8%; from 2048 keys (two runs of
+# ten paired rounds) 2k 390.2 384.5 -> 406.4 408.9 (+5.7%, paired +1.9..+9.4%), 4k +8.5%, 8k
+# (three on both sides) -0.8%. Sweep 2026-12-03-s55-tune-fwd-d64c.json (four rounds; 128 /
+# 192 rows, two slots; cuDNN): 1k 319.9 / 321.9, 315; 2k 381.6 / 398.5, 363; 4k 421.5 / 462.0,
+# 402 (three slots within 1.3% of two; 64-key tiles 8-17% slower). So causal three from 2048.
 THREE_CONSUMERS_FWD_FROM = {False: 2048, True: 2048}  # by causal
 _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True,
                                                 persistent=True,

@@ -634,8 +634,9 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
     +1.5-2.4% at 4096 keys (d128 with and without a mask, d64 causal) and -0.1 to +1.7% at 1024
     without a mask, but -3.8 to -5.4% at 1024 causal; three consumers (d64 from 4096 keys)
     -0.3 to +0.2% at 4096 and -2.9% at 16384. So one path with three consumers and for causal
-    calls below ONE_PATH_CAUSAL_BELOW keys (2048 itself was not measured), both branches
-    elsewhere. Head dim 256 writes both (its O leaves through Q's buffers; never measured with
+    calls below ONE_PATH_CAUSAL_BELOW keys, both branches elsewhere. At 2048 causal (session
+    55, branch s55-fwd-one-path-2k, in-process A/B) one path was -3.3% at d128 and -2.0% at d64
+    (two consumers; d64 causal takes three from 2048 since). Head dim 256 writes both (its O leaves through Q's buffers; never measured with
     one path)."""
     if head_dim == 256:
         return False
