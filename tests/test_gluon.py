@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 
+from flashtriton import configs
 from flashtriton.configs import KernelConfig, make_params
 from flashtriton.reference import attention_ref
 from helpers import DEVICE, assert_close, check_attention, no_call_plans, randn
@@ -323,9 +324,10 @@ def test_public_function_dispatches_to_gluon_where_configured(monkeypatch):
     ref64, _ = attention_ref(q64, k64, v64, upcast=True)
     low64, _ = attention_ref(q64, k64, v64, upcast=False)
     assert_close(out64, ref64, low64, name="out (d64)")
-    # d64 causal: two consumers, persistent at every length, below 8192 keys; three from there,
-    # with ping-pong among them, as between the two (session 26)
-    for seqlen, block_m in ((4096, 128), (8192, 192)):
+    # d64 causal: two consumers, persistent at every length, below THREE_CONSUMERS_FWD_FROM
+    # keys (2048); three from there, with ping-pong among them, as between the two (session 26)
+    three = configs.THREE_CONSUMERS_FWD_FROM[True]
+    for seqlen, block_m in ((three // 2, 128), (three, 192)):
         qc, kc, vc = (randn(1, seqlen, 1, 64, dtype=BF16) for _ in range(3))
         out_c = flash_attn_func(qc, kc, vc, causal=True)
         assert calls[-1] == (block_m, 128, 4, 2, True, True, "greedy"), seqlen
