@@ -636,8 +636,8 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
     -0.3 to +0.2% at 4096 and -2.9% at 16384. So one path with three consumers and for causal
     calls below ONE_PATH_CAUSAL_BELOW keys, both branches elsewhere. At 2048 causal (session
     55, branch s55-fwd-one-path-2k, in-process A/B) one path was -3.3% at d128 and -2.0% at d64
-    (two consumers; d64 causal takes three from 2048 since). Head dim 256 writes both (its O leaves through Q's buffers; never measured with
-    one path)."""
+    (two consumers; d64 causal takes three from 2048 since). Head dim 256 writes both (its O
+    leaves through Q's buffers; never measured with one path)."""
     if head_dim == 256:
         return False
     return consumers == 3 or (causal and seqlen_k < ONE_PATH_CAUSAL_BELOW)
