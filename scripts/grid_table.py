@@ -1,0 +1,122 @@
+"""The speed issue's verdict on one `flashtriton bench` JSON (e.g. `scripts/gpu_bench.sh target`):
+a markdown table of flashtriton against sdpa_cudnn per (pass, headdim, causal, seqlen) with the
+ratio and each row's sampled SM clock, then the two targets checked on that one run: every row
+with seqlen >= 1024 at or above cuDNN, and the 16k throughput floors.
+
+    python3 scripts/grid_table.py RESULTS.json [--dtype bf16]
+
+Rows whose provider was not timed (a wrong output, out of memory) count as misses. Exit status
+0 whatever the verdict (the table is the report); 2 when the file holds no flashtriton and
+sdpa_cudnn pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+OURS, PEER = "flashtriton", "sdpa_cudnn"
+# the issue's 16k floors in TFLOP/s, (pass, headdim, causal) -> floor; headdim 64's hold for
+# both masks, as the issue names no mask for them
+FLOORS = {("fwd", 128, False): 650.0, ("fwd", 128, True): 620.0,
+          ("bwd", 128, False): 580.0, ("bwd", 128, True): 580.0,
+          ("fwd", 64, False): 520.0, ("fwd", 64, True): 520.0,
+          ("bwd", 64, False): 500.0, ("bwd", 64, True): 500.0}
+FLOOR_SEQLEN = 16384
+RATIO_FROM_SEQLEN = 1024
+PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
+
+
+def ordered(table: dict[tuple, dict[str, dict]]) -> list[tuple]:
+    """The table's keys as the docs list them: forward first, then headdim, mask, seqlen."""
+    return sorted(table, key=lambda k: (PASS_ORDER.get(k[0], 3), k[0], k[1], k[2], k[3]))
+
+
+def pairs(rows: list[dict], dtype: str) -> dict[tuple, dict[str, dict]]:
+    """(pass, headdim, causal, seqlen) -> {provider: row} for ours and the peer in ``dtype``."""
+    out: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        if r.get("provider") in (OURS, PEER) and r.get("dtype") == dtype:
+            key = (r["pass"], r["headdim"], r["causal"], r["seqlen"])
+            out.setdefault(key, {})[r["provider"]] = r
+    return out
+
+
+def tflops(row: dict | None) -> float | None:
+    value = (row or {}).get("tflops")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def verdict(table: dict[tuple, dict[str, dict]]) -> dict:
+    """The rows below cuDNN (or untimed) and the floors missed, with counts."""
+    below, counted = [], 0
+    for key in ordered(table):
+        by = table[key]
+        if key[3] < RATIO_FROM_SEQLEN:
+            continue
+        counted += 1
+        ours, peer = tflops(by.get(OURS)), tflops(by.get(PEER))
+        if ours is None or peer is None or ours < peer:
+            below.append((key, ours, peer))
+    floors = []
+    for (pass_, headdim, causal), floor in sorted(FLOORS.items()):
+        ours = tflops(table.get((pass_, headdim, causal, FLOOR_SEQLEN), {}).get(OURS))
+        floors.append(((pass_, headdim, causal), floor, ours,
+                       ours is not None and ours >= floor))
+    return {"counted": counted, "below": below, "floors": floors}
+
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def mhz(row: dict | None) -> str:
+    value = (row or {}).get("sm_mhz")
+    return f"{value:,.0f}" if isinstance(value, (int, float)) else "-"
+
+
+def render(table: dict[tuple, dict[str, dict]]) -> str:
+    lines = ["| pass | d | causal | seqlen | flashtriton TFLOP/s | cuDNN TFLOP/s | ours / cuDNN "
+             "| MHz ours / cuDNN |", "|---|---|---|---|---|---|---|---|"]
+    for pass_, headdim, causal, seqlen in ordered(table):
+        by = table[(pass_, headdim, causal, seqlen)]
+        ours, peer = tflops(by.get(OURS)), tflops(by.get(PEER))
+        ratio = ours / peer if ours is not None and peer else None
+        cell = fmt(ratio, ".3f")
+        if ratio is not None and ratio < 1.0 and seqlen >= RATIO_FROM_SEQLEN:
+            cell = f"**{cell}**"
+        lines.append(f"| {pass_} | {headdim} | {'yes' if causal else 'no'} | {seqlen} | "
+                     f"{fmt(ours)} | {fmt(peer)} | {cell} | "
+                     f"{mhz(by.get(OURS))} / {mhz(by.get(PEER))} |")
+    v = verdict(table)
+    lines.append("")
+    lines.append(f"at or above cuDNN (seqlen >= {RATIO_FROM_SEQLEN}): "
+                 f"{v['counted'] - len(v['below'])} of {v['counted']}")
+    for (pass_, headdim, causal, seqlen), ours, peer in v["below"]:
+        ratio = fmt(ours / peer, ".3f") if ours is not None and peer else "untimed"
+        lines.append(f"  below: {pass_} d{headdim} {'causal' if causal else 'no mask'} "
+                     f"{seqlen}: {fmt(ours)} against {fmt(peer)} ({ratio})")
+    for (pass_, headdim, causal), floor, ours, met in v["floors"]:
+        lines.append(f"16k floor {pass_} d{headdim} {'causal' if causal else 'no mask'}: "
+                     f"{fmt(ours)} against {floor:.0f}: {'met' if met else 'MISSED'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a flashtriton bench JSON file")
+    parser.add_argument("--dtype", default="bf16", help="the dtype whose rows to compare")
+    args = parser.parse_args(argv)
+    with open(args.results) as f:
+        table = pairs(json.load(f)["results"], args.dtype)
+    if not any(OURS in by and PEER in by for by in table.values()):
+        print(f"grid_table: {args.results} holds no {OURS} and {PEER} rows in {args.dtype}",
+              file=sys.stderr)
+        return 2
+    print(render(table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,81 @@
+"""scripts/grid_table.py on the bf16 target grid that session 55 measured on the H200
+(bench/results/2026-12-03-s55-grid-target-210e6f5.json) and copies of it with rows changed."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GRID = ROOT / "bench/results/2026-12-03-s55-grid-target-210e6f5.json"
+
+
+@pytest.fixture(scope="module")
+def grid_table():
+    return load_script("grid_table")
+
+
+def _rows() -> list[dict]:
+    return json.loads(GRID.read_text())["results"]
+
+
+def _write(tmp_path, rows: list[dict]):
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps({"meta": {}, "results": rows}))
+    return path
+
+
+def _find(rows, provider, pass_, headdim, causal, seqlen) -> dict:
+    (row,) = [r for r in rows if (r["provider"], r["pass"], r["headdim"], r["causal"],
+                                   r["seqlen"]) == (provider, pass_, headdim, causal, seqlen)]
+    return row
+
+
+def test_session55_grid(grid_table, capsys):
+    assert grid_table.main([str(GRID)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    # 60 rows: fwd first, and the one row below cuDNN in bold
+    assert lines[2] == "| fwd | 64 | no | 1024 | 416.1 | 375.9 | 1.107 | 1,890 / 1,778 |"
+    assert "| fwd | 256 | no | 2048 | 615.4 | 618.0 | **0.996** | 1,395 / 1,545 |" in lines
+    assert sum(line.startswith("| ") for line in lines) == 61
+    assert "at or above cuDNN (seqlen >= 1024): 59 of 60" in out
+    assert "below: fwd d256 no mask 2048: 615.4 against 618.0 (0.996)" in out
+    assert "16k floor fwd d128 no mask: 651.7 against 650: met" in out
+    assert "MISSED" not in out
+
+
+def test_floor_missed_and_untimed_row(grid_table, tmp_path):
+    rows = _rows()
+    _find(rows, "flashtriton", "bwd", 64, True, 16384)["tflops"] = 499.9
+    untimed = _find(rows, "flashtriton", "fwd", 128, True, 4096)
+    untimed.pop("tflops")
+    untimed["error"] = "output differs from the reference"
+    table = grid_table.pairs(rows, "bf16")
+    v = grid_table.verdict(table)
+    assert v["counted"] == 60
+    below = {key: (ours, peer) for key, ours, peer in v["below"]}
+    assert below[("fwd", 128, True, 4096)] == (None, pytest.approx(511.0, abs=0.05))
+    assert ("fwd", 256, False, 2048) in below and len(below) == 2
+    missed = [f for f in v["floors"] if not f[3]]
+    assert missed == [(("bwd", 64, True), 500.0, 499.9, False)]
+    text = grid_table.render(table)
+    assert "fwd d128 causal 4096: - against 511.0 (untimed)" in text
+    assert "16k floor bwd d64 causal: 499.9 against 500: MISSED" in text
+
+
+def test_rows_below_1024_not_counted(grid_table, tmp_path):
+    rows = [dict(r, seqlen=512) for r in _rows()
+            if (r["pass"], r["headdim"], r["causal"], r["seqlen"]) == ("fwd", 64, False, 1024)]
+    rows[0]["tflops"] = 1.0  # ours far below cuDNN, at a seqlen the target leaves out
+    v = grid_table.verdict(grid_table.pairs(rows, "bf16"))
+    assert v["counted"] == 0 and v["below"] == []
+
+
+def test_other_dtype_refused(grid_table, tmp_path, capsys):
+    path = _write(tmp_path, _rows())
+    assert grid_table.main([str(path), "--dtype", "fp16"]) == 2
+    assert "holds no flashtriton and sdpa_cudnn rows in fp16" in capsys.readouterr().err
