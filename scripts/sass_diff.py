@@ -43,8 +43,9 @@ def normalize(sass: str) -> list[str]:
     return out
 
 
-def _launch(case: str, causal: bool):
-    """(registry launcher, Shape) of ``case`` in the tree on sys.path."""
+def _launch(case: str, causal: bool, dtype=None):
+    """(registry launcher, Shape) of ``case`` in the tree on sys.path, in ``dtype`` (default
+    bfloat16)."""
     import torch
 
     from flashtriton.analysis.sass import Shape, _gluon_bwd, _gluon_fwd
@@ -54,7 +55,7 @@ def _launch(case: str, causal: bool):
     config = None
     if case == "fwd-d64-c3":
         config = KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True, persistent=True)
-    shape = Shape(dtype=torch.bfloat16, head_dim=d, causal=causal, config=config)
+    shape = Shape(dtype=dtype or torch.bfloat16, head_dim=d, causal=causal, config=config)
     if case == "bwd-d256":  # the shipped two kernels, dK/dV then dQ
         from flashtriton.analysis.sass import _gluon_bwd_d256
 
