@@ -11,9 +11,10 @@ The second form checks the fp16 target (fp16 within 3% of bf16) on two runs of t
 per provider, how many rows' fp16 TFLOP/s are within 3% of bf16's, the median change, and the
 rows furthest below with each dtype's sampled clock and board power.
 
-Rows whose provider was not timed (a wrong output, out of memory) count as misses. Exit status
-0 whatever the verdict (the table is the report); 2 when the file holds no flashtriton and
-sdpa_cudnn pair.
+In the first form a row whose provider was not timed (a wrong output, out of memory) counts as
+below cuDNN; the fp16 report leaves out rows not timed in both types. Exit status 0 whatever
+the verdict (the report is the output); 2 when a file holds no flashtriton and sdpa_cudnn rows
+in the type asked for.
 """
 
 from __future__ import annotations

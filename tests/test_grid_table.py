@@ -89,3 +89,18 @@ def test_other_dtype_refused(grid_table, tmp_path, capsys):
     path = _write(tmp_path, _rows())
     assert grid_table.main([str(path), "--dtype", "fp16"]) == 2
     assert "holds no flashtriton and sdpa_cudnn rows in fp16" in capsys.readouterr().err
+
+
+def test_fp16_against_bf16_session57(grid_table, capsys):
+    """Session 57's grids in both types (three interleaved rounds each, one H200)."""
+    s57 = ROOT / "bench/results/2026-12-06-s57-grid-target"
+    bf16, fp16 = f"{s57}-rounds3-fcf57b4.json", f"{s57}-fp16-rounds3-fcf57b4.json"
+    assert grid_table.main([bf16, "--fp16", fp16]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "flashtriton: fp16 within 3% of bf16 on 19 of 60 rows; median change -3.8%"
+    assert lines[1] == "  fwd d256 no mask 2048: -7.0% (MHz 1,650 -> 1,710, W 690 -> 694)"
+    assert "sdpa_cudnn: fp16 within 3% of bf16 on 35 of 60 rows; median change -2.8%" in lines
+    assert len(lines) == 12  # a headline and the five rows furthest below, per provider
+    # the types swapped: no fp16 rows in the bf16 file
+    assert grid_table.main([fp16, "--fp16", bf16]) == 2
+    assert "holds no flashtriton and sdpa_cudnn rows in bf16" in capsys.readouterr().err
