@@ -34,6 +34,8 @@ FLOORS = {("fwd", 128, False): 650.0, ("fwd", 128, True): 620.0,
 FLOOR_DTYPE = "bf16"
 FP16_WITHIN = 0.03
 FLOOR_SEQLEN = 16384
+# flashtriton.bench.report.TARGET_FROM_SEQLEN (the bench's own target line), kept here so that
+# the script runs without torch; tests/test_grid_table.py checks the two agree
 RATIO_FROM_SEQLEN = 1024
 PASS_ORDER = {"fwd": 0, "bwd": 1, "fwd_bwd": 2}
 
@@ -81,9 +83,17 @@ def fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def mhz(row: dict | None) -> str:
-    value = (row or {}).get("sm_mhz")
+def _number(row: dict | None, key: str) -> str:
+    value = (row or {}).get(key)
     return f"{value:,.0f}" if isinstance(value, (int, float)) else "-"
+
+
+def mhz(row: dict | None) -> str:
+    return _number(row, "sm_mhz")
+
+
+def watts(row: dict | None) -> str:
+    return _number(row, "watts")
 
 
 def render(table: dict[tuple, dict[str, dict]], dtype: str = FLOOR_DTYPE) -> str:
@@ -126,8 +136,9 @@ def fp16_report(bf16: dict[tuple, dict[str, dict]], fp16: dict[tuple, dict[str, 
             if key[3] < RATIO_FROM_SEQLEN:
                 continue
             b, f = bf16[key].get(provider), fp16.get(key, {}).get(provider)
-            if tflops(b) and tflops(f) is not None:
-                changes.append((tflops(f) / tflops(b) - 1.0, key, b, f))
+            before, after = tflops(b), tflops(f)
+            if before and after is not None:
+                changes.append((after / before - 1.0, key, b, f))
         if not changes:
             lines.append(f"{provider}: no rows timed in both dtypes")
             continue
@@ -141,16 +152,11 @@ def fp16_report(bf16: dict[tuple, dict[str, dict]], fp16: dict[tuple, dict[str, 
     return "\n".join(lines)
 
 
-def watts(row: dict | None) -> str:
-    value = (row or {}).get("watts")
-    return f"{value:.0f}" if isinstance(value, (int, float)) else "-"
-
-
 def load(path: str, dtype: str) -> dict[tuple, dict[str, dict]]:
     with open(path) as f:
         table = pairs(json.load(f)["results"], dtype)
     if not any(OURS in by and PEER in by for by in table.values()):
-        raise SystemExit(f"grid_table: {path} holds no {OURS} and {PEER} rows in {dtype}")
+        raise ValueError(f"grid_table: {path} holds no {OURS} and {PEER} rows in {dtype}")
     return table
 
 
@@ -166,7 +172,7 @@ def main(argv: list[str]) -> int:
             print(fp16_report(load(args.results, "bf16"), load(args.fp16, "fp16")))
         else:
             print(render(load(args.results, args.dtype), args.dtype))
-    except SystemExit as e:
+    except ValueError as e:
         print(e, file=sys.stderr)
         return 2
     return 0

@@ -104,3 +104,9 @@ def test_fp16_against_bf16_session57(grid_table, capsys):
     # the types swapped: no fp16 rows in the bf16 file
     assert grid_table.main([fp16, "--fp16", bf16]) == 2
     assert "holds no flashtriton and sdpa_cudnn rows in bf16" in capsys.readouterr().err
+
+
+def test_seqlen_threshold_is_the_bench_reports():
+    from flashtriton.bench.report import TARGET_FROM_SEQLEN
+
+    assert load_script("grid_table").RATIO_FROM_SEQLEN == TARGET_FROM_SEQLEN
