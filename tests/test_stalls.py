@@ -138,3 +138,38 @@ def test_cli_min_loop():
         [sys.executable, "-m", "flashtriton.cli", "stalls", FWD, *extra], capture_output=True,
         text=True, check=True).stdout
     assert "loop 2000-2027" in run("--min-loop", "0") and "loop 2000-2027" not in run()
+
+
+def test_samples_by_place(forward):
+    """Each consumer's samples around its step loop (d64 causal forward at 1k). The sums were
+    read off the CSV directly, split at ``USETMAXREG`` and at the loops' indices above: the
+    first consumer 7,887 samples, 1,928 in a tile before its step loop, 4,028 in it, 1,925 after
+    it, 6 after the tile loop; the second 7,690: 1,508 / 5,076 / 1,085 / 21. The producer has
+    no places (no warpgroup MMA)."""
+    parts = {p.index: p for p in forward.partitions}
+    first, second = parts[2].places, parts[4].places
+    assert (first.before_tiles, first.tile_before_step, first.step, first.tile_after_step,
+            first.after_tiles) == pytest.approx((0, 1928 / 7887, 4028 / 7887, 1925 / 7887,
+                                                 6 / 7887))
+    assert (second.before_tiles, second.tile_before_step, second.step, second.tile_after_step,
+            second.after_tiles) == pytest.approx((0, 1508 / 7690, 5076 / 7690, 1085 / 7690,
+                                                  21 / 7690))
+    # the instruction outside the step loop with the most samples: a wait's spin branch
+    assert first.top[1].startswith("@!P1  BRA") and first.top[2] == "long_sb"
+    assert second.top[1] == "WARPGROUP.DEPBAR.LE gsb0, 0x0" and second.top[2] == "barrier"
+    assert parts[7].places is None
+    text = render(forward, regions=True)
+    assert ("samples by place: before the tiles 0.0%, a tile before its step loop 24.4%, the "
+            "step loop 51.1%, a tile after it 24.4%, after the tiles 0.1%") in text
+    assert "samples by place" not in render(forward)
+
+
+def test_cli_regions():
+    """``--regions`` reaches the report and the JSON carries the places either way."""
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "flashtriton.cli", "stalls", FWD, *extra], capture_output=True,
+        text=True, check=True).stdout
+    assert "samples by place" in run("--regions") and "samples by place" not in run()
+    (kernel,) = json.loads(run("--json"))
+    places = [p["places"] for p in kernel["partitions"] if p["places"] is not None]
+    assert len(places) == 2 and round(places[0]["step"], 4) == round(4028 / 7887, 4)

@@ -18,7 +18,10 @@ Per partition: its share of the samples, the samples by opcode, the stall reason
 samples; and the partition's loops (a backward branch and the instructions it jumps back
 over) with their share of the partition's executed instructions and samples, the instructions
 a warp executes per pass and how many of those lie outside the loops nested in it, so that a
-step loop's work can be told from the work each tile pays once (the code around it). Then the
+step loop's work can be told from the work each tile pays once (the code around it); for a
+partition with warpgroup MMAs, its samples by place: before its tile loop, in a tile before
+the step loop, in the step loop, in a tile after it, after the tile loop, with the instruction
+outside the step loop that holds the most (``--regions``). Then the
 instructions whose shared-memory accesses took more wavefronts than ncu's ideal (bank
 conflicts).
 """
@@ -73,6 +76,20 @@ class Loop:
 
 
 @dataclass
+class Places:
+    """A partition's samples by place around its step loop (the loop with warpgroup MMAs and
+    no such loop inside it that runs the most instructions) and its tile loop (the smallest
+    loop around the step loop; none in a kernel that runs one tile a program: then the
+    partition's start and end), each a share of the partition's samples."""
+    before_tiles: float
+    tile_before_step: float
+    step: float
+    tile_after_step: float
+    after_tiles: float
+    top: tuple[float, str, str]  # outside the step loop: (share, sass, main stall reason)
+
+
+@dataclass
 class Partition:
     index: int  # 0: the code before the first setmaxnreg
     role: str  # "mma" (warpgroup MMAs), "loads" (TMA loads, no MMA) or "other"
@@ -83,6 +100,7 @@ class Partition:
     top: list[tuple[float, str, str]] = field(default_factory=list)  # (share, sass, reason)
     executed: float = 0.0  # warp-level instructions executed
     loops: list[Loop] = field(default_factory=list)  # largest share of executed first
+    places: Places | None = None  # partitions with warpgroup MMAs in a loop
 
 
 @dataclass
@@ -214,6 +232,34 @@ def find_loops(group: list[Instruction]) -> list[Loop]:
     return sorted(loops, key=lambda x: -x.executed_share)
 
 
+def places(group: list[Instruction], loops: list[Loop]) -> Places | None:
+    """``group``'s samples by place around its step loop and tile loop (see ``Places``);
+    None without a loop that holds warpgroup MMAs."""
+    mma = [x for x in loops if x.hgmma]
+    innermost = [x for x in mma if not any(y is not x and x.first <= y.first and y.last <= x.last
+                                           for y in mma)]
+    if not innermost:
+        return None
+    step = max(innermost, key=lambda x: x.executed_share)
+    around = [x for x in loops if x is not step and x.first <= step.first
+              and step.last <= x.last]
+    tile = min(around, key=lambda x: x.instructions) if around else None
+    first, last = (tile.first, tile.last) if tile else (0, len(group) - 1)
+    total = sum(i.samples for i in group)
+
+    def share(lo, hi):
+        return sum(i.samples for i in group[lo:hi]) / total if total else 0.0
+    outside = [i for n, i in enumerate(group) if not step.first <= n <= step.last]
+    best = max(outside, key=lambda i: i.samples) if outside else None
+    top = ((best.samples / total if total else 0.0, best.sass,
+            max(best.reasons, key=best.reasons.get) if best.reasons else "")
+           if best else (0.0, "", ""))
+    return Places(before_tiles=share(0, first), tile_before_step=share(first, step.first),
+                  step=share(step.first, step.last + 1),
+                  tile_after_step=share(step.last + 1, last + 1),
+                  after_tiles=share(last + 1, len(group)), top=top)
+
+
 def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStalls:
     """Split the kernel's instructions into partitions at each ``USETMAXREG`` and summarise."""
     groups: list[list[Instruction]] = [[]]
@@ -228,13 +274,15 @@ def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStall
         ops = {i.opcode.split(".")[0] for i in group}
         role = "mma" if "HGMMA" in ops else "loads" if "UTMALDG" in ops else "other"
         best = sorted(group, key=lambda i: -i.samples)[:top]
+        loops = find_loops(group)
         parts.append(Partition(
             index=k, role=role, samples=samples, share=samples / total if total else 0.0,
             reasons=_shares(((r, v) for i in group for r, v in i.reasons.items()), samples),
             opcodes=_shares(((i.opcode.split(".")[0], i.samples) for i in group), samples),
             top=[(i.samples / samples if samples else 0.0, i.sass,
                   max(i.reasons, key=i.reasons.get) if i.reasons else "") for i in best],
-            executed=sum(i.executed for i in group), loops=find_loops(group)))
+            executed=sum(i.executed for i in group), loops=loops,
+            places=places(group, loops) if role == "mma" else None))
     conflicted = sorted((i for i in instrs if i.shared_excess > 0), key=lambda i: -i.shared_excess)
     return KernelStalls(
         kernel=kernel, samples=total, partitions=parts,
@@ -243,9 +291,11 @@ def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStall
         excess_top=[(i.shared_excess, i.shared_ideal, i.sass) for i in conflicted[:top]])
 
 
-def render(result: KernelStalls, min_share: float = 0.01, min_loop: float = 0.05) -> str:
+def render(result: KernelStalls, min_share: float = 0.01, min_loop: float = 0.05,
+           regions: bool = False) -> str:
     """The text report; partitions below ``min_share`` of the samples and loops below
-    ``min_loop`` of their partition's executed instructions are left out."""
+    ``min_loop`` of their partition's executed instructions are left out. ``regions``: each
+    MMA partition's samples by place (``Places``) too."""
     lines = [f"{result.kernel}: {result.samples:,.0f} warp-state samples"]
     for p in result.partitions:
         if p.share < min_share:
@@ -267,6 +317,14 @@ def render(result: KernelStalls, min_share: float = 0.01, min_loop: float = 0.05
                          f"({loop.hgmma} HGMMA), {loop.passes:,.0f} warp passes of "
                          f"{loop.per_pass:,.0f} executed{inner}, {loop.executed_share:.1%} of "
                          f"executed, {loop.samples_share:.1%} of samples")
+        if regions and p.places is not None:
+            w = p.places
+            share, sass, reason = w.top
+            lines.append(f"    samples by place: before the tiles {w.before_tiles:.1%}, a tile "
+                         f"before its step loop {w.tile_before_step:.1%}, the step loop "
+                         f"{w.step:.1%}, a tile after it {w.tile_after_step:.1%}, after the "
+                         f"tiles {w.after_tiles:.1%}")
+            lines.append(f"    most outside the step loop: {share:.2%}  {sass[:60]} {reason}")
     if result.shared_wavefronts:
         lines.append(f"  shared-memory wavefronts {result.shared_wavefronts:,.0f}, of which "
                      f"{result.shared_excess:,.0f} ({result.shared_excess / result.shared_wavefronts:.1%})"
@@ -284,6 +342,10 @@ def add_cli_arguments(parser) -> None:
     parser.add_argument("--min-loop", type=float, default=0.05,
                         help="hide loops with less than this share of their partition's executed "
                              "instructions")
+    parser.add_argument("--regions", action="store_true",
+                        help="each MMA partition's samples by place: before its tile loop, in "
+                             "a tile before and after the step loop, the step loop, after the "
+                             "tile loop")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -297,5 +359,6 @@ def run_cli(args) -> int:
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:
-        print("\n\n".join(render(r, args.min_share, args.min_loop) for r in results))
+        print("\n\n".join(render(r, args.min_share, args.min_loop, args.regions)
+                            for r in results))
     return 0
