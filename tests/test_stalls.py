@@ -173,3 +173,23 @@ def test_cli_regions():
     (kernel,) = json.loads(run("--json"))
     places = [p["places"] for p in kernel["partitions"] if p["places"] is not None]
     assert len(places) == 2 and round(places[0]["step"], 4) == round(4028 / 7887, 4)
+
+
+def test_places_without_a_tile_loop():
+    """A kernel that runs one tile a program has a step loop and no loop around it: the places
+    before and after it are then the partition's start and end, and nothing is "before the
+    tiles" or "after" them. Five hand-made instructions, the step loop the middle three."""
+    from flashtriton.analysis.stalls import Instruction, find_loops, places
+
+    def ins(n, sass, samples):
+        return Instruction(address=f"0x{0x100 + 16 * n:x}", sass=sass, samples=samples,
+                           reasons={"wait": samples}, executed=1.0, shared_wavefronts=0.0,
+                           shared_ideal=0.0, shared_excess=0.0)
+    group = [ins(0, "S2R R0, SR_TID.X", 2),
+             ins(1, "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ", 5),
+             ins(2, "MUFU.EX2 R3, R3", 10), ins(3, "BRA 0x110", 1), ins(4, "EXIT", 2)]
+    where = places(group, find_loops(group))
+    assert (where.before_tiles, where.tile_before_step, where.step, where.tile_after_step,
+            where.after_tiles) == pytest.approx((0, 2 / 20, 16 / 20, 2 / 20, 0))
+    assert where.top[1] in ("S2R R0, SR_TID.X", "EXIT") and where.top[0] == pytest.approx(0.1)
+    assert places(group[:1], []) is None  # no loop with warpgroup MMAs
