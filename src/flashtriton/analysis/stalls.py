@@ -245,19 +245,22 @@ def places(group: list[Instruction], loops: list[Loop]) -> Places | None:
               and step.last <= x.last]
     tile = min(around, key=lambda x: x.instructions) if around else None
     first, last = (tile.first, tile.last) if tile else (0, len(group) - 1)
-    total = sum(i.samples for i in group)
+    run = [0.0, *accumulate(i.samples for i in group)]
 
-    def share(lo, hi):
-        return sum(i.samples for i in group[lo:hi]) / total if total else 0.0
-    outside = [i for n, i in enumerate(group) if not step.first <= n <= step.last]
-    best = max(outside, key=lambda i: i.samples) if outside else None
-    top = ((best.samples / total if total else 0.0, best.sass,
-            max(best.reasons, key=best.reasons.get) if best.reasons else "")
-           if best else (0.0, "", ""))
+    def share(lo, hi):  # instructions lo .. hi - 1
+        return (run[hi] - run[lo]) / run[-1] if run[-1] else 0.0
+    outside = group[:step.first] + group[step.last + 1:]
+    top = (_entry(max(outside, key=lambda i: i.samples), run[-1]) if outside
+           else (0.0, "", ""))
     return Places(before_tiles=share(0, first), tile_before_step=share(first, step.first),
-                  step=share(step.first, step.last + 1),
-                  tile_after_step=share(step.last + 1, last + 1),
+                  step=step.samples_share, tile_after_step=share(step.last + 1, last + 1),
                   after_tiles=share(last + 1, len(group)), top=top)
+
+
+def _entry(ins: Instruction, total: float) -> tuple[float, str, str]:
+    """(share of ``total`` samples, sass, main stall reason) of one instruction."""
+    return (ins.samples / total if total else 0.0, ins.sass,
+            max(ins.reasons, key=ins.reasons.get) if ins.reasons else "")
 
 
 def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStalls:
@@ -279,8 +282,7 @@ def analyse(kernel: str, instrs: list[Instruction], top: int = 5) -> KernelStall
             index=k, role=role, samples=samples, share=samples / total if total else 0.0,
             reasons=_shares(((r, v) for i in group for r, v in i.reasons.items()), samples),
             opcodes=_shares(((i.opcode.split(".")[0], i.samples) for i in group), samples),
-            top=[(i.samples / samples if samples else 0.0, i.sass,
-                  max(i.reasons, key=i.reasons.get) if i.reasons else "") for i in best],
+            top=[_entry(i, samples) for i in best],
             executed=sum(i.executed for i in group), loops=loops,
             places=places(group, loops) if role == "mma" else None))
     conflicted = sorted((i for i in instrs if i.shared_excess > 0), key=lambda i: -i.shared_excess)
