@@ -167,6 +167,12 @@ _FWD_GLUON = {
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
                    for key, cfg in _FWD_GLUON.items()}
+# d128 persistent at every length since session 58/59: at 16k, four interleaved rounds on an
+# H100 (2026-12-06-s58-h100-tune-fwd-d128-16k-persistent.json; one program per tile /
+# persistent / cuDNN) 632.3 / 645.4 / 595.6, causal 633.8 / 652.7 / 559.5 (paired +1.5%,
+# +2.6%): the persistent kernel gained since session 10's 611.8 / 592.6 (see above).
+_FWD_GLUON_LONG[(128, False)] = _FWD_GLUON[(128, False)]
+_FWD_GLUON_LONG[(128, True)] = _FWD_GLUON[(128, True)]
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
 # against one program per tile 393.1 at 8k, 441.9 against 427.8 at 16k:
 # 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); it takes three consumers, persistent
@@ -459,7 +465,7 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise,
     and under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per
-    tile from there (d64 causal: persistent throughout);
+    tile from there (d64 and d128: persistent throughout);
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
     THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
     kernel covers."""
