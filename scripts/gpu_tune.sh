@@ -73,7 +73,13 @@ if [ "$WHAT" = sanitize ]; then
   exit 0
 fi
 if [ "$WHAT" != sweeps ]; then
-  step tests "${TESTS_LIMIT:-480}" sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n 16 \
+  # one pytest worker per 9 GiB of GPU memory, at most 16 (the large cases peak near 12 GiB a
+  # process: 16 workers fit the H200's 141 GiB, not the H100's 80); TESTS_WORKERS overrides
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
+  workers=${TESTS_WORKERS:-$(( ${mib:-147456} / 1024 / 9 ))}
+  [ "$workers" -gt 16 ] && workers=16; [ "$workers" -lt 1 ] && workers=1
+  echo "tests: $workers workers (${mib:-?} MiB GPU memory)"
+  step tests "${TESTS_LIMIT:-480}" sh -c "FLASHTRITON_LARGE=1 python3 -m pytest -q -n $workers \
       -p no:cacheprovider tests -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
   grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
 fi

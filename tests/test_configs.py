@@ -48,7 +48,7 @@ def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, causal):
+def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal):
     below, few = configs.PERSISTENT_BWD_BELOW, configs.FEW_KEYS_BWD_BELOW
     for seqlen_k in (1, 1024, few - 1, few, 4096, below - 1):
         cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
@@ -62,10 +62,9 @@ def test_gluon_backward_is_persistent_below_the_threshold(compiled, head_dim, ca
         assert cfg.num_stages == 2, seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
-        # d64 without a mask stays persistent at every length (session 28), and causal calls,
-        # their tiles from a host-made table (session 36)
-        persistent = (head_dim, causal) == (64, False) or causal
-        assert cfg.gluon and cfg.split_dq and cfg.persistent == persistent, seqlen_k
+        # persistent at every length: d64 without a mask since session 28, causal calls (their
+        # tiles from a host-made table) since session 36, d128 without a mask since session 59
+        assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
         assert cfg.tile_order == ("greedy" if causal else None), seqlen_k
         assert cfg.defer_dq, seqlen_k
         assert cfg.dq_on_empty, seqlen_k

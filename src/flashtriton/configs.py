@@ -372,6 +372,12 @@ _BWD_GLUON_LONG[(256, True)] = _BWD_GLUON[(256, True)]
 # forward d64 +2.2% / +1.0% / +3.4%, d128 -0.1% / -0.5% / -0.2% (+0.5-0.6% in session 36's
 # run of the first candidate). No row lost beyond its spread, so every one takes it.
 _BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
+# d128 without a mask persistent at every length since session 59: scripts/tune.py, six
+# interleaved rounds on an H100 (2026-12-06-s59-h100-tune-bwd-d128-pers.json; one program per
+# tile / persistent / cuDNN, TFLOP/s): 8k 553.8 / 565.8 / 513.3, 16k 572.6 / 585.0 / 525.4
+# (paired +2.4% and +1.8%); session 5 had them level (16k 536.6 / 538.4), before the deferred
+# dQ, the dS staging buffers, TMA dK/dV stores and the ring bits of sessions 8-35.
+_BWD_GLUON_LONG[(128, False)] = _BWD_GLUON[(128, False)]
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
 # 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
@@ -498,9 +504,9 @@ def tuned_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
 def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, deterministic: bool = False,
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
-    deterministic mode, and under the interpreter): persistent below PERSISTENT_BWD_BELOW keys,
-    one program per tile from there (d64 without a mask, d256 and d64/d128/d256 causal:
-    persistent at every length, causal on a greedy tile table); where
+    deterministic mode, and under the interpreter): persistent at every length (since session
+    59; causal on a greedy tile table), d64 causal with a third ring slot from
+    PERSISTENT_BWD_BELOW keys; where
     ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal), that entry below FEW_KEYS_BWD_BELOW
     keys. The launcher still checks that the call is one the kernel covers."""
     if deterministic or dropout:
