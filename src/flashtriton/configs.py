@@ -167,10 +167,13 @@ _FWD_GLUON = {
 }
 _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
                    for key, cfg in _FWD_GLUON.items()}
-# d128 persistent at every length since session 58/59: at 16k, four interleaved rounds on an
+# d128 persistent at every length since session 59: at 16k, four interleaved rounds on an
 # H100 (2026-12-06-s58-h100-tune-fwd-d128-16k-persistent.json; one program per tile /
 # persistent / cuDNN) 632.3 / 645.4 / 595.6, causal 633.8 / 652.7 / 559.5 (paired +1.5%,
-# +2.6%): the persistent kernel gained since session 10's 611.8 / 592.6 (see above).
+# +2.6%): the persistent kernel gained since session 10's 611.8 / 592.6 (see above). Session
+# 59's in-process A/Bs against 1636a37 on an H100 (2026-12-06-s59-h100-ab-fwd-d128-persistent-
+# *.json, two runs of 6 paired rounds; …-16k-rounds12-*.json, two of 12): 16k +1.8% / +1.2%,
+# causal +4.0% / +3.7%; 8k, persistent on both sides, +0.0%, causal +0.1%.
 _FWD_GLUON_LONG[(128, False)] = _FWD_GLUON[(128, False)]
 _FWD_GLUON_LONG[(128, True)] = _FWD_GLUON[(128, True)]
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
@@ -376,7 +379,9 @@ _BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
 # interleaved rounds on an H100 (2026-12-06-s59-h100-tune-bwd-d128-pers.json; one program per
 # tile / persistent / cuDNN, TFLOP/s): 8k 553.8 / 565.8 / 513.3, 16k 572.6 / 585.0 / 525.4
 # (paired +2.4% and +1.8%); session 5 had them level (16k 536.6 / 538.4), before the deferred
-# dQ, the dS staging buffers, TMA dK/dV stores and the ring bits of sessions 8-35.
+# dQ, the dS staging buffers, TMA dK/dV stores and the ring bits of sessions 8-35. In-process
+# A/B against 4dfac1d (2026-12-06-s59-h100-ab-bwd-d128-persistent-*.json, two runs of 8 paired
+# rounds): 8k +1.8% (566.6 572.7 -> 585.2 577.3), 16k +0.7% (578.5 578.8 -> 594.5 589.9).
 _BWD_GLUON_LONG[(128, False)] = _BWD_GLUON[(128, False)]
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
