@@ -76,6 +76,7 @@ if [ "$WHAT" != sweeps ]; then
   # one pytest worker per 9 GiB of GPU memory, at most 16 (the large cases peak near 12 GiB a
   # process: 16 workers fit the H200's 141 GiB, not the H100's 80); TESTS_WORKERS overrides
   mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
+  case "$mib" in ''|*[!0-9]*) mib="" ;; esac  # no nvidia-smi, or no number: the H200's count
   workers=${TESTS_WORKERS:-$(( ${mib:-147456} / 1024 / 9 ))}
   [ "$workers" -gt 16 ] && workers=16; [ "$workers" -lt 1 ] && workers=1
   echo "tests: $workers workers (${mib:-?} MiB GPU memory)"

@@ -14,7 +14,7 @@ def compiled(monkeypatch):
 
 @pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True)])
 def test_gluon_forward_d128_is_persistent_at_every_length(compiled, head_dim, causal):
-    """d128: persistent at every length (since session 58/59's measurements at 16k, configs.py;
+    """d128: persistent at every length (since session 59's measurements at 16k, configs.py;
     d64 too: the test below; d256 only below PERSISTENT_FWD_BELOW keys)."""
     below = configs.PERSISTENT_FWD_BELOW
     for seqlen_k in (1, 1024, 8192, below - 1, below, 16384, 65536):

@@ -142,6 +142,8 @@ _FWD = {
 # persistent / cuDNN): 8k 595.4 / 600.9 / 597.3, causal 544.2 / 565.7 / 552.0; 16k 611.8 /
 # 592.6 / 604.2, causal 594.1 / 572.1 / 557.0; a second 8k run (…-s10-tune-d128-8k-repeat.json)
 # 596.7 / 601.0 / 602.9, causal 540.9 / 559.3 / 538.2. So 8k moved to the persistent side.
+# Since session 59 only the d256 forward launches one program per tile from here; d64 and d128
+# are persistent at every length (below).
 PERSISTENT_FWD_BELOW = 16384
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
@@ -318,6 +320,8 @@ _BWD = {
 # (2026-11-30-s22-tune-bwd-after-fence-d64.json / -d128.json, one timing each, 4k and 16k):
 # no alternative beat a shipped launch by more than 1.2% (d128 4k without dq_on_empty 516.7
 # against 510.4, the opposite sign of session 16's A/B), so they stay.
+# Since session 59 every Gluon backward is persistent at every length (below); this only gives
+# the d64 causal backward its third ring slot from here.
 PERSISTENT_BWD_BELOW = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
@@ -475,8 +479,8 @@ def _gluon_config(short: dict, long: dict, below: int, dtype: torch.dtype, head_
 def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool = False,
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise,
-    and under the interpreter): persistent below PERSISTENT_FWD_BELOW keys, one program per
-    tile from there (d64 and d128: persistent throughout);
+    and under the interpreter): persistent at every length but at d256, which launches one
+    program per tile from PERSISTENT_FWD_BELOW keys;
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
     THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
     kernel covers."""
