@@ -167,8 +167,11 @@ _FWD_GLUON = {
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
-_FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
-                   for key, cfg in _FWD_GLUON.items()}
+# From PERSISTENT_FWD_BELOW keys the d256 forward launches one program per tile; every other
+# entry stays persistent (d64 runs _FWD_GLUON_THREE's from THREE_CONSUMERS_FWD_FROM keys).
+_FWD_GLUON_LONG = {**_FWD_GLUON, **{(256, causal): replace(_FWD_GLUON[(256, causal)],
+                                                         persistent=False, tile_order=None)
+                                    for causal in (False, True)}}
 # d128 persistent at every length since session 59: at 16k, four interleaved rounds on an
 # H100 (2026-12-06-s58-h100-tune-fwd-d128-16k-persistent.json; one program per tile /
 # persistent / cuDNN) 632.3 / 645.4 / 595.6, causal 633.8 / 652.7 / 559.5 (paired +1.5%,
@@ -176,8 +179,6 @@ _FWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
 # 59's in-process A/Bs against 1636a37 on an H100 (2026-12-06-s59-h100-ab-fwd-d128-persistent-
 # *.json, two runs of 6 paired rounds; …-16k-rounds12-*.json, two of 12): 16k +1.8% / +1.2%,
 # causal +4.0% / +3.7%; 8k, persistent on both sides, +0.0%, causal +0.1%.
-_FWD_GLUON_LONG[(128, False)] = _FWD_GLUON[(128, False)]
-_FWD_GLUON_LONG[(128, True)] = _FWD_GLUON[(128, True)]
 # d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
 # against one program per tile 393.1 at 8k, 441.9 against 427.8 at 16k:
 # 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); it takes three consumers, persistent
@@ -366,10 +367,9 @@ _BWD_GLUON = {
     (256, True): KernelConfig(64, 64, 4, 2, gluon=True, fused_dq=False, persistent=True,
                               tile_order="greedy"),
 }
-_BWD_GLUON_LONG = {key: replace(cfg, persistent=False, tile_order=None)
-                   for key, cfg in _BWD_GLUON.items()}
-_BWD_GLUON_LONG[(256, False)] = _BWD_GLUON[(256, False)]  # session 44: persistent throughout
-_BWD_GLUON_LONG[(256, True)] = _BWD_GLUON[(256, True)]
+# Every backward entry is persistent at every length (d256 since session 44, the rest as the
+# comments below say); from PERSISTENT_BWD_BELOW keys only d64 causal changes, to three slots.
+_BWD_GLUON_LONG = dict(_BWD_GLUON)
 # Causal d64/d128 (and the d128 causal entry below FEW_KEYS_BWD_BELOW): persistent at every
 # length on a greedy tile table (tile_order "greedy", kernels/schedule.py), the forward's d64/
 # d128 causal entries too (sessions 36-37). In-process A/B against feb15ce (the snake below
@@ -378,7 +378,6 @@ _BWD_GLUON_LONG[(256, True)] = _BWD_GLUON[(256, True)]
 # 16k +2.1% / +2.9% / +2.4% (16k 567.5 571.5 -> 578.6 585.0), d64 +0.2% / +0.0% / +0.7%;
 # forward d64 +2.2% / +1.0% / +3.4%, d128 -0.1% / -0.5% / -0.2% (+0.5-0.6% in session 36's
 # run of the first candidate). No row lost beyond its spread, so every one takes it.
-_BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
 # d128 without a mask persistent at every length since session 59: scripts/tune.py, six
 # interleaved rounds on an H100 (2026-12-06-s59-h100-tune-bwd-d128-pers.json; one program per
 # tile / persistent / cuDNN, TFLOP/s): 8k 553.8 / 565.8 / 513.3, 16k 572.6 / 585.0 / 525.4
@@ -386,7 +385,6 @@ _BWD_GLUON_LONG[(128, True)] = _BWD_GLUON[(128, True)]
 # dQ, the dS staging buffers, TMA dK/dV stores and the ring bits of sessions 8-35. In-process
 # A/B against 4dfac1d (2026-12-06-s59-h100-ab-bwd-d128-persistent-*.json, two runs of 8 paired
 # rounds): 8k +1.8% (566.6 572.7 -> 585.2 577.3), 16k +0.7% (578.5 578.8 -> 594.5 589.9).
-_BWD_GLUON_LONG[(128, False)] = _BWD_GLUON[(128, False)]
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
 # 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
@@ -420,9 +418,8 @@ _BWD_GLUON_LONG[(128, False)] = _BWD_GLUON[(128, False)]
 # another (one program per tile, three slots 482.7 / 470.9; two slots 488.6). Two slots there,
 # in session 33's in-process A/B against 79043a6 (2026-12-01-s33-ab-bwd-d64c-long-s2-*.json):
 # 8k causal 441.1 438.5 -> 441.5 444.9, 16k 490.0 489.7 -> 487.7 491.4 (-0.1% each, the paired
-# ranges across zero), so three stay.
-_BWD_GLUON_LONG[(64, False)] = _BWD_GLUON[(64, False)]
-# (persistent on its greedy table since sessions 36-37, above; one program per tile before)
+# ranges across zero), so three stay (d64 causal persistent on its greedy table since sessions
+# 36-37, above; one program per tile before).
 _BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3)
 # Session 35 changed the kernel under the d64 and d128 configs above, not the configs: a step
 # finds its rows without an integer division, and from d128 the rings' slots and phases come
@@ -470,7 +467,7 @@ def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
 def _gluon_config(short: dict, long: dict, below: int, dtype: torch.dtype, head_dim: int,
                   causal: bool, seqlen_k: int) -> KernelConfig | None:
     """A Gluon table's entry for 16-bit inputs (None otherwise, and under the interpreter):
-    from ``short`` below ``below`` keys, from ``long`` (its one-program-per-tile twin) above."""
+    from ``short`` below ``below`` keys, from ``long`` (its twin for longer calls) above."""
     if is_interpreting() or dtype not in (torch.float16, torch.bfloat16):
         return None
     return (short if seqlen_k < below else long).get((head_dim, bool(causal)))
