@@ -15,8 +15,8 @@ def compiled(monkeypatch):
 @pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True)])
 def test_gluon_forward_d128_is_persistent_at_every_length(compiled, head_dim, causal):
     """d128: persistent at every length (since session 59's measurements at 16k, configs.py;
-    d64 too: the test below; d256 only below PERSISTENT_FWD_BELOW keys)."""
-    below = configs.PERSISTENT_FWD_BELOW
+    d64 too: the test below; d256 only below LONG_FWD_FROM keys)."""
+    below = configs.LONG_FWD_FROM
     for seqlen_k in (1, 1024, 8192, below - 1, below, 16384, 65536):
         cfg = configs.gluon_fwd_config(torch.bfloat16, head_dim, causal, False, seqlen_k)
         assert cfg.gluon and cfg.persistent, seqlen_k
@@ -49,7 +49,7 @@ def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal):
-    below, few = configs.PERSISTENT_BWD_BELOW, configs.FEW_KEYS_BWD_BELOW
+    below, few = configs.LONG_BWD_FROM, configs.FEW_KEYS_BWD_BELOW
     for seqlen_k in (1, 1024, few - 1, few, 4096, below - 1):
         cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
@@ -82,7 +82,7 @@ def test_gluon_backward_d256_config(compiled):
     """Head dim 256: the Gluon dK/dV kernel of kernels/bwd_gluon_d256.py, then the Gluon dQ
     kernel of kernels/bwd_gluon_d256_dq.py (fused_dq off), 64-key tiles, persistent at every
     length (session 44), causal on a greedy tile table; deterministic: the tl kernels."""
-    below = configs.PERSISTENT_BWD_BELOW
+    below = configs.LONG_BWD_FROM
     for causal in (False, True):
         for seqlen_k in (1, 1024, below - 1, below, 16384):
             cfg = configs.gluon_bwd_config(torch.bfloat16, 256, causal, False, False, seqlen_k)
@@ -95,9 +95,9 @@ def test_gluon_backward_d256_config(compiled):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_forward_d256_is_persistent_below_the_threshold(compiled, causal):
-    """Head dim 256: two consumers, 64-key tiles; persistent below PERSISTENT_FWD_BELOW keys
+    """Head dim 256: two consumers, 64-key tiles; persistent below LONG_FWD_FROM keys
     (O leaves through Q's buffers), one program per tile from there."""
-    below = configs.PERSISTENT_FWD_BELOW
+    below = configs.LONG_FWD_FROM
     for seqlen_k in (1, 1024, below - 1, below, 65536):
         cfg = configs.gluon_fwd_config(torch.bfloat16, 256, causal, False, seqlen_k)
         assert (cfg.gluon, cfg.block_m, cfg.block_n) == (True, 128, 64)

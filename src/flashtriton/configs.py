@@ -128,7 +128,7 @@ _FWD = {
 # d128 ping-pong 612.9 / 592.9 (without it 610.3 / 594.5), d64 without 436.2 / 420.1 (with it
 # 427.2 / 414.3); the tl kernel 521.6 / 489.3 and 405.5 / 366.2.
 # The persistent variant (KernelConfig.persistent; one program per SM walks the tiles, causal
-# tiles head by head, each head's longest first, in a snake) below PERSISTENT_FWD_BELOW keys:
+# tiles head by head, each head's longest first, in a snake) below LONG_FWD_FROM keys:
 # 2026-11-29-s5-tune-fwd-pers-rowmajor.json / -d64.json (bf16; one-program-per-tile /
 # persistent with causal tiles row-block-major / cuDNN): d128 1k 443.3 / 560.3 / 574.8, 4k
 # 592.8 / 611.6 / 615.3, 16k 628.4 / 626.6 / 623.4; causal 1k 281.2 / 342.1 / 435.3, 4k 507.9 /
@@ -143,8 +143,9 @@ _FWD = {
 # 592.6 / 604.2, causal 594.1 / 572.1 / 557.0; a second 8k run (…-s10-tune-d128-8k-repeat.json)
 # 596.7 / 601.0 / 602.9, causal 540.9 / 559.3 / 538.2. So 8k moved to the persistent side.
 # Since session 59 only the d256 forward launches one program per tile from here; d64 and d128
-# are persistent at every length (below).
-PERSISTENT_FWD_BELOW = 16384
+# are persistent at every length (below). LONG_FWD_FROM: from this many keys a forward takes
+# its config from _FWD_GLUON_LONG (named PERSISTENT_FWD_BELOW up to session 59).
+LONG_FWD_FROM = 16384
 _FWD_GLUON = {
     (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True),
     (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True, persistent=True,
@@ -159,7 +160,7 @@ _FWD_GLUON = {
     # 128x64 w8 / cuDNN): 1k 511 / 503 / 396 / 562, causal 376 / 381 / 277 / 413; 4k 632 / 637 /
     # 477 / 624, causal 538 / 544 / 413 / 542; 16k 678 / 673 / 513 / 634, causal 657 / 660 /
     # 499 / 576 (ping-pong or not within 1.2% everywhere; 32-key tiles 20-25% slower).
-    # Persistent below PERSISTENT_FWD_BELOW keys (written in session 17, run in session 18), O
+    # Persistent below LONG_FWD_FROM keys (written in session 17, run in session 18), O
     # leaving through Q's buffers (197,112 bytes of shared memory, 68 / 28 bytes of spills, no
     # serialized MMAs). Its A/B against one program per tile (2026-11-30-s18-ab-fwd-gluon-d256-
     # pers-*.json; TFLOP/s, two runs each side): 1k 496.6 499.5 -> 539.3 521.0, causal 359.6
@@ -167,7 +168,7 @@ _FWD_GLUON = {
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True, persistent=True),
 }
-# From PERSISTENT_FWD_BELOW keys the d256 forward launches one program per tile; every other
+# From LONG_FWD_FROM keys the d256 forward launches one program per tile; every other
 # entry stays persistent (d64 runs _FWD_GLUON_THREE's from THREE_CONSUMERS_FWD_FROM keys).
 _FWD_GLUON_LONG = {**_FWD_GLUON, **{(256, causal): replace(_FWD_GLUON[(256, causal)],
                                                          persistent=False, tile_order=None)
@@ -179,7 +180,7 @@ _FWD_GLUON_LONG = {**_FWD_GLUON, **{(256, causal): replace(_FWD_GLUON[(256, caus
 # 59's in-process A/Bs against 1636a37 on an H100 (2026-12-06-s59-h100-ab-fwd-d128-persistent-
 # *.json, two runs of 6 paired rounds; …-16k-rounds12-*.json, two of 12): 16k +1.8% / +1.2%,
 # causal +4.0% / +3.7%; 8k, persistent on both sides, +0.0%, causal +0.1%.
-# d64 causal stays persistent up to PERSISTENT_FWD_BELOW (two consumers persistent 424.3
+# d64 causal stays persistent up to LONG_FWD_FROM (two consumers persistent 424.3
 # against one program per tile 393.1 at 8k, 441.9 against 427.8 at 16k:
 # 2026-11-29-s8-tune-fwd-c3-8k.json, …-c3-causal.json); it takes three consumers, persistent
 # (_FWD_GLUON_THREE), from THREE_CONSUMERS_FWD_FROM keys, so its _FWD_GLUON_LONG entry is never
@@ -285,7 +286,7 @@ _BWD = {
 # (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers), as do 128-query steps at
 # d64.
 # Persistent (one program per SM walks the tiles; causal: each head's longest first, in a snake)
-# below PERSISTENT_BWD_BELOW keys, one program per tile from there:
+# below LONG_BWD_FROM keys, one program per tile from there:
 # 2026-11-29-s5-tune-bwd-pers.json / -d64.json (one-program-per-tile / persistent / cuDNN): d128
 # 1k 385.1 / 399.4 / 436.0, causal 262.8 / 292.8 / 313.3; 4k 501.9 / 505.9 / 530.2, causal
 # 436.3 / 452.5 / 451.3; 16k 536.6 / 538.4 / 544.7, causal 529.3 / 402.7 / 527.1 (the snake
@@ -322,8 +323,9 @@ _BWD = {
 # no alternative beat a shipped launch by more than 1.2% (d128 4k without dq_on_empty 516.7
 # against 510.4, the opposite sign of session 16's A/B), so they stay.
 # Since session 59 every Gluon backward is persistent at every length (below); this only gives
-# the d64 causal backward its third ring slot from here.
-PERSISTENT_BWD_BELOW = 8192
+# the d64 causal backward its third ring slot from here. LONG_BWD_FROM: from this many keys a
+# backward takes its config from _BWD_GLUON_LONG (named PERSISTENT_BWD_BELOW up to session 59).
+LONG_BWD_FROM = 8192
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               dq_on_empty=True, dq_alternate=True, persistent=True),
@@ -346,7 +348,7 @@ _BWD_GLUON = {
     # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
     # slot / two / two persistent; no mask, causal): 1k 236.8 256.9 270.3, 183.7 191.6 212.6;
     # 4k 305.2 340.5 348.7, 283.4 312.8 325.8; 16k 314.3 370.1 367.4, 327.5 371.0 298.4. So
-    # two slots, persistent below PERSISTENT_BWD_BELOW keys. The dQ kernel follows the same flag
+    # two slots, persistent below LONG_BWD_FROM keys. The dQ kernel follows the same flag
     # since session 19 (A/B, 2026-11-30-s19-ab-bwd-d256-dq-pers-*.json: 1k +2.6%, causal +13.1%
     # with its two new runs 15% apart; 4k +0.5% / -0.8%). Waiting for a step's last products in
     # the next step (branch bwd-d256-defer-wait) was slower in 11 of 12 rows
@@ -368,12 +370,12 @@ _BWD_GLUON = {
                               tile_order="greedy"),
 }
 # Every backward entry is persistent at every length (d256 since session 44, the rest as the
-# comments below say); from PERSISTENT_BWD_BELOW keys only d64 causal changes, to three slots.
+# comments below say); from LONG_BWD_FROM keys only d64 causal changes, to three slots.
 _BWD_GLUON_LONG = dict(_BWD_GLUON)
 # Causal d64/d128 (and the d128 causal entry below FEW_KEYS_BWD_BELOW): persistent at every
 # length on a greedy tile table (tile_order "greedy", kernels/schedule.py), the forward's d64/
 # d128 causal entries too (sessions 36-37). In-process A/B against feb15ce (the snake below
-# PERSISTENT_BWD_BELOW / PERSISTENT_FWD_BELOW keys, one program per tile from there;
+# LONG_BWD_FROM / LONG_FWD_FROM keys, one program per tile from there;
 # 2026-12-01-s37-ab-greedy-causal-*.json, two runs of 6 paired rounds): backward d128 1k / 4k /
 # 16k +2.1% / +2.9% / +2.4% (16k 567.5 571.5 -> 578.6 585.0), d64 +0.2% / +0.0% / +0.7%;
 # forward d64 +2.2% / +1.0% / +3.4%, d128 -0.1% / -0.5% / -0.2% (+0.5-0.6% in session 36's
@@ -388,7 +390,7 @@ _BWD_GLUON_LONG = dict(_BWD_GLUON)
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
 # 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
-# 254.0 at 1k and 384.8 / 379.9 at 4k, so two below PERSISTENT_BWD_BELOW (the d64 causal entry
+# 254.0 at 1k and 384.8 / 379.9 at 4k, so two below LONG_BWD_FROM (the d64 causal entry
 # above) and three, one program per tile, from there (session 15's A/B, not re-measured).
 # Session 29's in-process A/B of both (2026-11-30-s29-ab-bwd-d64-launches-*): 16k without a mask
 # +1.4%; the causal rows at 1k-16k -0.9..+0.4%, within their spread.
@@ -477,13 +479,13 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
                      seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon forward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise,
     and under the interpreter): persistent at every length but at d256, which launches one
-    program per tile from PERSISTENT_FWD_BELOW keys;
+    program per tile from LONG_FWD_FROM keys;
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
     THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
     kernel covers."""
     if dropout:
         return None
-    cfg = _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, PERSISTENT_FWD_BELOW, dtype, head_dim,
+    cfg = _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, LONG_FWD_FROM, dtype, head_dim,
                         causal, seqlen_k)
     if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM[bool(causal)]:
         cfg = _FWD_GLUON_THREE.get((head_dim, bool(causal)), cfg)
@@ -512,12 +514,12 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent at every length (since session
     59; causal on a greedy tile table), d64 causal with a third ring slot from
-    PERSISTENT_BWD_BELOW keys; where
+    LONG_BWD_FROM keys; where
     ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal), that entry below FEW_KEYS_BWD_BELOW
     keys. The launcher still checks that the call is one the kernel covers."""
     if deterministic or dropout:
         return None
-    cfg = _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, PERSISTENT_BWD_BELOW, dtype, head_dim,
+    cfg = _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, LONG_BWD_FROM, dtype, head_dim,
                         causal, seqlen_k)
     if cfg is not None and seqlen_k < FEW_KEYS_BWD_BELOW:
         cfg = _BWD_GLUON_FEW_KEYS.get((head_dim, bool(causal)), cfg)
