@@ -422,7 +422,6 @@ _BWD_GLUON_LONG = dict(_BWD_GLUON)
 # 8k causal 441.1 438.5 -> 441.5 444.9, 16k 490.0 489.7 -> 487.7 491.4 (-0.1% each, the paired
 # ranges across zero), so three stay (d64 causal persistent on its greedy table since sessions
 # 36-37, above; one program per tile before).
-_BWD_GLUON_LONG[(64, True)] = replace(_BWD_GLUON[(64, True)], num_stages=3)
 # Session 35 changed the kernel under the d64 and d128 configs above, not the configs: a step
 # finds its rows without an integer division, and from d128 the rings' slots and phases come
 # from bit operations. Its in-process A/B against 3c40471 (2026-12-01-s35-ab-bwd-ring-bits-
