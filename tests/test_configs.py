@@ -58,7 +58,6 @@ def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal
         plain = (head_dim, causal) == (128, True) and seqlen_k < few
         assert cfg.defer_dq == (not plain), seqlen_k
         assert cfg.dq_on_empty == (not plain), seqlen_k
-        # d64 causal: two ring slots while persistent, three from `below` (session 28)
         assert cfg.num_stages == 2, seqlen_k
     for seqlen_k in (below, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
@@ -68,7 +67,7 @@ def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal
         assert cfg.tile_order == ("greedy" if causal else None), seqlen_k
         assert cfg.defer_dq, seqlen_k
         assert cfg.dq_on_empty, seqlen_k
-        assert cfg.num_stages == (3 if (head_dim, causal) == (64, True) else 2), seqlen_k
+        assert cfg.num_stages == 2, seqlen_k  # d64 causal too since session 60
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 
 
