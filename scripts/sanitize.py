@@ -141,7 +141,7 @@ if torch.cuda.get_device_capability()[0] == 9 and not D256_ONLY:
             o5 = flash_attn_func(q, k, v, causal=causal)  # persistent (short)
             o5.backward(torch.randn_like(o5))
     # the backward's persistent launch with more tiles than SMs, and its one-program-per-tile
-    # launch (the default from LONG_BWD_FROM keys without a mask), causal also on greedy
+    # launch (the d128 default from 8192 keys until session 59), causal also on greedy
     # tile tables: at d128 dQ's product in its own step
     # or the next, waiting on its own barriers or `empty`; at d64 (GQA, an odd step count) the
     # warpgroups taking turns at dQ (dq_alternate) or not

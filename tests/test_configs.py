@@ -49,8 +49,8 @@ def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal):
-    below, few = configs.LONG_BWD_FROM, configs.FEW_KEYS_BWD_BELOW
-    for seqlen_k in (1, 1024, few - 1, few, 4096, below - 1):
+    few = configs.FEW_KEYS_BWD_BELOW
+    for seqlen_k in (1, 1024, few - 1, few, 4096, 8191):
         cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
         assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
         # deferred dQ everywhere but d128 causal below `few` keys (perf-log, sessions 8 and 17),
@@ -59,7 +59,7 @@ def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal
         assert cfg.defer_dq == (not plain), seqlen_k
         assert cfg.dq_on_empty == (not plain), seqlen_k
         assert cfg.num_stages == 2, seqlen_k
-    for seqlen_k in (below, 16384):
+    for seqlen_k in (8192, 16384):
         cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
         # persistent at every length: d64 without a mask since session 28, causal calls (their
         # tiles from a host-made table) since session 36, d128 without a mask since session 59
@@ -81,9 +81,8 @@ def test_gluon_backward_d256_config(compiled):
     """Head dim 256: the Gluon dK/dV kernel of kernels/bwd_gluon_d256.py, then the Gluon dQ
     kernel of kernels/bwd_gluon_d256_dq.py (fused_dq off), 64-key tiles, persistent at every
     length (session 44), causal on a greedy tile table; deterministic: the tl kernels."""
-    below = configs.LONG_BWD_FROM
     for causal in (False, True):
-        for seqlen_k in (1, 1024, below - 1, below, 16384):
+        for seqlen_k in (1, 1024, 8191, 8192, 16384):
             cfg = configs.gluon_bwd_config(torch.bfloat16, 256, causal, False, False, seqlen_k)
             assert cfg.gluon and not cfg.fused_dq, (causal, seqlen_k)
             assert cfg.persistent, (causal, seqlen_k)

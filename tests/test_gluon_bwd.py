@@ -291,7 +291,7 @@ def test_selected_by_default_but_not_when_deterministic(monkeypatch):
     flash_attn_func(q, k, v, causal=True).sum().backward()  # d128 causal from 2048 keys
     assert calls[-1] == (True, True, True, True, "greedy")
     q, k, v = (randn(1, 8192, 1, 64, dtype=BF16, requires_grad=True) for _ in range(3))
-    # from LONG_BWD_FROM keys causal calls stay persistent, their tiles from a table
+    # at 8192 keys causal calls stay persistent, their tiles from a table
     flash_attn_func(q, k, v, causal=True).sum().backward()
     assert calls[-1] == (True, True, True, True, "greedy")
     q, k, v = (randn(1, 8192, 1, 128, dtype=BF16, requires_grad=True) for _ in range(3))

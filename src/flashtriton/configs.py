@@ -286,7 +286,8 @@ _BWD = {
 # (ptxas C7512: a [64, 128] dQ accumulator leaves too few registers), as do 128-query steps at
 # d64.
 # Persistent (one program per SM walks the tiles; causal: each head's longest first, in a snake)
-# below LONG_BWD_FROM keys, one program per tile from there:
+# below 8192 keys, one program per tile from there (session 5; persistent at every length since
+# session 59, below):
 # 2026-11-29-s5-tune-bwd-pers.json / -d64.json (one-program-per-tile / persistent / cuDNN): d128
 # 1k 385.1 / 399.4 / 436.0, causal 262.8 / 292.8 / 313.3; 4k 501.9 / 505.9 / 530.2, causal
 # 436.3 / 452.5 / 451.3; 16k 536.6 / 538.4 / 544.7, causal 529.3 / 402.7 / 527.1 (the snake
@@ -322,10 +323,9 @@ _BWD = {
 # (2026-11-30-s22-tune-bwd-after-fence-d64.json / -d128.json, one timing each, 4k and 16k):
 # no alternative beat a shipped launch by more than 1.2% (d128 4k without dq_on_empty 516.7
 # against 510.4, the opposite sign of session 16's A/B), so they stay.
-# Since session 59 every Gluon backward is persistent at every length (below); this only gives
-# the d64 causal backward its third ring slot from here. LONG_BWD_FROM: from this many keys a
-# backward takes its config from _BWD_GLUON_LONG (named PERSISTENT_BWD_BELOW up to session 59).
-LONG_BWD_FROM = 8192
+# Since session 59 every Gluon backward is persistent at every length, and since session 60
+# every one has its config at every length from this table (the d64 causal backward took three
+# ring slots from 8192 keys, PERSISTENT_BWD_BELOW, until then; the two comments below).
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               dq_on_empty=True, dq_alternate=True, persistent=True),
@@ -348,7 +348,7 @@ _BWD_GLUON = {
     # +38% to +96%. Sweep bwd-gluon-d256 (2026-11-30-s18-tune-bwd-gluon-d256.json; TFLOP/s, one
     # slot / two / two persistent; no mask, causal): 1k 236.8 256.9 270.3, 183.7 191.6 212.6;
     # 4k 305.2 340.5 348.7, 283.4 312.8 325.8; 16k 314.3 370.1 367.4, 327.5 371.0 298.4. So
-    # two slots, persistent below LONG_BWD_FROM keys. The dQ kernel follows the same flag
+    # two slots, persistent below 8192 keys. The dQ kernel follows the same flag
     # since session 19 (A/B, 2026-11-30-s19-ab-bwd-d256-dq-pers-*.json: 1k +2.6%, causal +13.1%
     # with its two new runs 15% apart; 4k +0.5% / -0.8%). Waiting for a step's last products in
     # the next step (branch bwd-d256-defer-wait) was slower in 11 of 12 rows
@@ -370,12 +370,11 @@ _BWD_GLUON = {
                               tile_order="greedy"),
 }
 # Every backward entry is persistent at every length (d256 since session 44, the rest as the
-# comments below say); from LONG_BWD_FROM keys only d64 causal changes, to three slots.
-_BWD_GLUON_LONG = dict(_BWD_GLUON)
+# comments below say).
 # Causal d64/d128 (and the d128 causal entry below FEW_KEYS_BWD_BELOW): persistent at every
 # length on a greedy tile table (tile_order "greedy", kernels/schedule.py), the forward's d64/
 # d128 causal entries too (sessions 36-37). In-process A/B against feb15ce (the snake below
-# LONG_BWD_FROM / LONG_FWD_FROM keys, one program per tile from there;
+# 8192 / 16384 keys, one program per tile from there;
 # 2026-12-01-s37-ab-greedy-causal-*.json, two runs of 6 paired rounds): backward d128 1k / 4k /
 # 16k +2.1% / +2.9% / +2.4% (16k 567.5 571.5 -> 578.6 585.0), d64 +0.2% / +0.0% / +0.7%;
 # forward d64 +2.2% / +1.0% / +3.4%, d128 -0.1% / -0.5% / -0.2% (+0.5-0.6% in session 36's
@@ -390,7 +389,7 @@ _BWD_GLUON_LONG = dict(_BWD_GLUON)
 # d64, session 28's sweep bwd-d64-m128 (2026-11-30-s28-tune-bwd-d64-m128.json, one timing
 # each): without a mask the persistent launch at 16k 455.7 against one program per tile's
 # 447.3, so d64 stays persistent at every length; causal, two ring slots against three 260.6 /
-# 254.0 at 1k and 384.8 / 379.9 at 4k, so two below LONG_BWD_FROM (the d64 causal entry
+# 254.0 at 1k and 384.8 / 379.9 at 4k, so two below 8192 keys (the d64 causal entry
 # above) and three, one program per tile, from there (session 15's A/B, not re-measured).
 # Session 29's in-process A/B of both (2026-11-30-s29-ab-bwd-d64-launches-*): 16k without a mask
 # +1.4%; the causal rows at 1k-16k -0.9..+0.4%, within their spread.
@@ -422,6 +421,12 @@ _BWD_GLUON_LONG = dict(_BWD_GLUON)
 # 8k causal 441.1 438.5 -> 441.5 444.9, 16k 490.0 489.7 -> 487.7 491.4 (-0.1% each, the paired
 # ranges across zero), so three stay (d64 causal persistent on its greedy table since sessions
 # 36-37, above; one program per tile before).
+# Two slots at every length since session 60 (the kernel changed under the configs in sessions
+# 34-59): at Nsight Compute's base clock on an H100 (2026-12-06-s60-h100-cycles-ab-bwd-d64c-
+# s2.txt) the kernel's SM active cycles -2.5% at 8k causal, -2.8% at 16k, with the same
+# instructions (+0.01%); in-process A/B against 1c263f9 (2026-12-06-s60-h100-ab-bwd-d64c-s2-
+# *.json, two runs of 6 paired rounds): 8k +2.2% (486.3 474.4 -> 488.5 490.0), 16k +2.1% (504.4
+# 505.6 -> 515.4 513.2).
 # Session 35 changed the kernel under the d64 and d128 configs above, not the configs: a step
 # finds its rows without an integer division, and from d128 the rings' slots and phases come
 # from bit operations. Its in-process A/B against 3c40471 (2026-12-01-s35-ab-bwd-ring-bits-
@@ -465,13 +470,12 @@ def tuned_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool,
     return _FWD[key]
 
 
-def _gluon_config(short: dict, long: dict, below: int, dtype: torch.dtype, head_dim: int,
-                  causal: bool, seqlen_k: int) -> KernelConfig | None:
-    """A Gluon table's entry for 16-bit inputs (None otherwise, and under the interpreter):
-    from ``short`` below ``below`` keys, from ``long`` (its twin for longer calls) above."""
+def _gluon_config(table: dict, dtype: torch.dtype, head_dim: int,
+                  causal: bool) -> KernelConfig | None:
+    """A Gluon table's entry for 16-bit inputs (None otherwise, and under the interpreter)."""
     if is_interpreting() or dtype not in (torch.float16, torch.bfloat16):
         return None
-    return (short if seqlen_k < below else long).get((head_dim, bool(causal)))
+    return table.get((head_dim, bool(causal)))
 
 
 def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool = False,
@@ -484,8 +488,8 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     kernel covers."""
     if dropout:
         return None
-    cfg = _gluon_config(_FWD_GLUON, _FWD_GLUON_LONG, LONG_FWD_FROM, dtype, head_dim,
-                        causal, seqlen_k)
+    cfg = _gluon_config(_FWD_GLUON if seqlen_k < LONG_FWD_FROM else _FWD_GLUON_LONG, dtype,
+                        head_dim, causal)
     if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM[bool(causal)]:
         cfg = _FWD_GLUON_THREE.get((head_dim, bool(causal)), cfg)
     return cfg
@@ -512,14 +516,12 @@ def gluon_bwd_config(dtype: torch.dtype, head_dim: int, causal: bool, determinis
                      dropout: bool = False, seqlen_k: int = 0) -> KernelConfig | None:
     """The Gluon backward's config for 16-bit inputs at head dim 64, 128 or 256 (None otherwise, in
     deterministic mode, and under the interpreter): persistent at every length (since session
-    59; causal on a greedy tile table), d64 causal with a third ring slot from
-    LONG_BWD_FROM keys; where
+    59; causal on a greedy tile table), the same config at every length but where
     ``_BWD_GLUON_FEW_KEYS`` has an entry (d128 causal), that entry below FEW_KEYS_BWD_BELOW
     keys. The launcher still checks that the call is one the kernel covers."""
     if deterministic or dropout:
         return None
-    cfg = _gluon_config(_BWD_GLUON, _BWD_GLUON_LONG, LONG_BWD_FROM, dtype, head_dim,
-                        causal, seqlen_k)
+    cfg = _gluon_config(_BWD_GLUON, dtype, head_dim, causal)
     if cfg is not None and seqlen_k < FEW_KEYS_BWD_BELOW:
         cfg = _BWD_GLUON_FEW_KEYS.get((head_dim, bool(causal)), cfg)
     return cfg
