@@ -4,6 +4,7 @@ import gzip
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from helpers import load_script, stub_tool_env
@@ -82,3 +83,28 @@ def test_gpu_tune_racecheck_step(tmp_path):
     summary = (out / "sanitizer-racecheck-summary.txt").read_text()
     assert summary.startswith("RACECHECK SUMMARY: 3087 hazards displayed")
     assert "9 hazards parsed, in 6 groups" in summary
+
+
+def test_gpu_tune_tests_step_interrupts_pytest_before_its_limit(tmp_path):
+    """The tests step: eight workers on an 80 GB GPU, the files of TESTS_FILES, and pytest
+    sent SIGINT 30 s before TESTS_LIMIT, so that it can still print its summary (python3 and
+    nvidia-smi replaced by scripts: the first records its arguments and what it was sent)."""
+    body = (f'echo "$@" > {tmp_path}/args.txt; trap \'echo "3 failed, 9 passed (interrupted)"; '
+            'exit 2\' INT; for i in $(seq 100); do sleep 0.1; done; echo "not interrupted"')
+    env = stub_tool_env(tmp_path, "python3", body, OUT=str(tmp_path / "out"),
+                        TESTS_LIMIT="32", TESTS_FILES="tests/test_configs.py tests/test_sdpa.py")
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text("#!/usr/bin/env bash\necho 81559\n")
+    smi.chmod(0o755)
+    start = time.monotonic()
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "tests"], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert time.monotonic() - start < 9  # interrupted after 2 s, not run out to 10 s
+    assert "tests: 8 workers (81559 MiB GPU memory)" in run.stdout
+    args = (tmp_path / "args.txt").read_text().split()
+    assert args[:5] == ["-m", "pytest", "-q", "-n", "8"]
+    assert "tests/test_configs.py" in args and "tests/test_sdpa.py" in args and "tests" not in args
+    log = (tmp_path / "out" / "gpu-tests.log").read_text()
+    assert "3 failed, 9 passed (interrupted)" in log and "not interrupted" not in log
+    assert "3 failed, 9 passed (interrupted)" in run.stdout  # the step's grep of the log
