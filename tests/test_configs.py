@@ -49,25 +49,23 @@ def test_gluon_forward_d64_takes_three_consumers_from_the_threshold(compiled):
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_backward_is_persistent_at_every_length(compiled, head_dim, causal):
+    """One config at every length (since session 60; the d64 causal backward took three ring
+    slots from 8192 keys before), persistent: d64 without a mask since session 28, causal calls
+    (their tiles from a host-made table) since session 36, d128 without a mask since session
+    59; but d128 causal below FEW_KEYS_BWD_BELOW keys, whose dQ is not deferred."""
     few = configs.FEW_KEYS_BWD_BELOW
-    for seqlen_k in (1, 1024, few - 1, few, 4096, 8191):
-        cfg = configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, False, False, seqlen_k)
-        assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
-        # deferred dQ everywhere but d128 causal below `few` keys (perf-log, sessions 8 and 17),
-        # its product waiting on the ring's `empty` (d128: sessions 16 and 17; d64: session 30)
-        plain = (head_dim, causal) == (128, True) and seqlen_k < few
-        assert cfg.defer_dq == (not plain), seqlen_k
-        assert cfg.dq_on_empty == (not plain), seqlen_k
-        assert cfg.num_stages == 2, seqlen_k
-    for seqlen_k in (8192, 16384):
-        cfg = configs.gluon_bwd_config(torch.float16, head_dim, causal, False, False, seqlen_k)
-        # persistent at every length: d64 without a mask since session 28, causal calls (their
-        # tiles from a host-made table) since session 36, d128 without a mask since session 59
-        assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
-        assert cfg.tile_order == ("greedy" if causal else None), seqlen_k
-        assert cfg.defer_dq, seqlen_k
-        assert cfg.dq_on_empty, seqlen_k
-        assert cfg.num_stages == 2, seqlen_k  # d64 causal too since session 60
+    for seqlen_k in (1, 1024, few - 1, few, 4096, 8191, 8192, 16384, 65536):
+        for dtype in (torch.bfloat16, torch.float16):
+            cfg = configs.gluon_bwd_config(dtype, head_dim, causal, False, False, seqlen_k)
+            assert cfg.gluon and cfg.split_dq and cfg.persistent, seqlen_k
+            assert cfg.tile_order == ("greedy" if causal else None), seqlen_k
+            # deferred dQ everywhere but d128 causal below `few` keys (perf-log, sessions 8 and
+            # 17), its product waiting on the ring's `empty` (d128: sessions 16 and 17; d64:
+            # session 30)
+            plain = (head_dim, causal) == (128, True) and seqlen_k < few
+            assert cfg.defer_dq == (not plain), seqlen_k
+            assert cfg.dq_on_empty == (not plain), seqlen_k
+            assert cfg.num_stages == 2, seqlen_k
     assert configs.gluon_bwd_config(torch.bfloat16, head_dim, causal, True, False, 1024) is None
 
 

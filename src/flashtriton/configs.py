@@ -324,8 +324,9 @@ _BWD = {
 # no alternative beat a shipped launch by more than 1.2% (d128 4k without dq_on_empty 516.7
 # against 510.4, the opposite sign of session 16's A/B), so they stay.
 # Since session 59 every Gluon backward is persistent at every length, and since session 60
-# every one has its config at every length from this table (the d64 causal backward took three
-# ring slots from 8192 keys, PERSISTENT_BWD_BELOW, until then; the two comments below).
+# each takes its entry here at every length, but d128 causal below FEW_KEYS_BWD_BELOW keys
+# (_BWD_GLUON_FEW_KEYS); the d64 causal backward took three ring slots from 8192 keys
+# (PERSISTENT_BWD_BELOW) until then (the two comments below).
 _BWD_GLUON = {
     (64, False): KernelConfig(64, 128, 4, 2, gluon=True, split_dq=True, defer_dq=True,
                               dq_on_empty=True, dq_alternate=True, persistent=True),
