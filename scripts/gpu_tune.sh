@@ -45,9 +45,11 @@
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23); pytest
 # is interrupted 30 s before it (SIGINT), so that a run cut short still prints its failures'
-# tracebacks and its summary. $TESTS_FILES (default: tests) runs part of the suite, e.g. when
-# it does not fit one call on an H100 (session 59's split: test_gluon_bwd.py test_configs.py
-# test_flash_attn.py test_sdpa.py test_compile.py test_features.py, then the rest).
+# tracebacks and its summary. $TESTS_FILES (default: tests) runs part of the suite; on an H100
+# the whole suite does not fit one call (about 310 s + 240 s with eight workers, session 61),
+# so $TESTS_PART splits it in two: `bwd` (the six files that reach the backward and the
+# configs: $BWD_TEST_FILES below) and `rest` (every other tests/test_*.py); `all` (default)
+# runs $TESTS_FILES.
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
 # $OUT/tune-<name>.json; $OUT/steps.txt says how each step ended and how long it took.
@@ -77,6 +79,19 @@ if [ "$WHAT" = sanitize ]; then
   exit 0
 fi
 if [ "$WHAT" != sweeps ]; then
+  BWD_TEST_FILES="tests/test_gluon_bwd.py tests/test_configs.py tests/test_flash_attn.py \
+tests/test_sdpa.py tests/test_compile.py tests/test_features.py"
+  case "${TESTS_PART:-all}" in
+    all) files=$(printf '%s' "${TESTS_FILES:-tests}" | tr '\n' ' ') ;;
+    bwd) files=$BWD_TEST_FILES ;;
+    rest) files=$(for f in tests/test_*.py; do
+                    case " $BWD_TEST_FILES " in *" $f "*) ;; *) printf '%s ' "$f" ;; esac
+                  done) ;;
+    *) echo "gpu_tune.sh: TESTS_PART must be all, bwd or rest, not '$TESTS_PART'" >&2; exit 2 ;;
+  esac
+  if [ "${TESTS_PART:-all}" != all ] && [ -n "${TESTS_FILES:-}" ]; then
+    echo "gpu_tune.sh: set TESTS_FILES or TESTS_PART, not both" >&2; exit 2
+  fi
   # one pytest worker per 9 GiB of GPU memory, at most 16 (the large cases peak near 12 GiB a
   # process: 16 workers fit the H200's 141 GiB, not the H100's 80); TESTS_WORKERS overrides
   mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
@@ -87,7 +102,7 @@ if [ "$WHAT" != sweeps ]; then
   limit=${TESTS_LIMIT:-480}
   [ "$limit" -gt 30 ] || { echo "gpu_tune.sh: TESTS_LIMIT must be more than 30 s" >&2; exit 2; }
   step tests "$limit" sh -c "FLASHTRITON_LARGE=1 timeout -s INT -k 20 $(( limit - 30 )) \
-      python3 -m pytest -q -n $workers -p no:cacheprovider ${TESTS_FILES:-tests} \
+      python3 -m pytest -q -n $workers -p no:cacheprovider $files \
       -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
   grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
 fi

@@ -1,5 +1,6 @@
 """scripts/racecheck_summary.py on a real racecheck log (tests/data/README.md), and
-scripts/gpu_tune.sh's racecheck step with a stand-in compute-sanitizer that prints it."""
+scripts/gpu_tune.sh's racecheck step with a stand-in compute-sanitizer that prints it; its
+tests step (time limit, TESTS_FILES, TESTS_PART) with a stand-in python3."""
 import gzip
 import shutil
 import subprocess
@@ -108,3 +109,43 @@ def test_gpu_tune_tests_step_interrupts_pytest_before_its_limit(tmp_path):
     log = (tmp_path / "out" / "gpu-tests.log").read_text()
     assert "3 failed, 9 passed (interrupted)" in log and "not interrupted" not in log
     assert "3 failed, 9 passed (interrupted)" in run.stdout  # the step's grep of the log
+
+
+def _tests_step(tmp_path, **env_extra):
+    """gpu_tune.sh's tests step with python3 replaced by a script that records its arguments;
+    returns the finished run and those arguments (None when python3 never ran)."""
+    args_file = tmp_path / "args.txt"
+    args_file.unlink(missing_ok=True)
+    env = stub_tool_env(tmp_path, "python3", f'echo "$@" > {args_file}; echo "1 passed"',
+                        OUT=str(tmp_path / "out"), TESTS_LIMIT="40", **env_extra)
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "tests"], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    args = args_file.read_text().split() if args_file.exists() else None
+    return run, args
+
+
+def test_gpu_tune_tests_parts_split_the_suite_in_two(tmp_path):
+    """TESTS_PART=bwd and rest: two disjoint lists of existing test files that together are
+    every tests/test_*.py; TESTS_FILES given across lines reaches pytest as one list; a wrong
+    part, or a part with TESTS_FILES, stops before pytest runs."""
+    everything = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")}
+    parts = {}
+    for part in ("bwd", "rest"):
+        run, args = _tests_step(tmp_path, TESTS_PART=part)
+        assert run.returncode == 0, run.stderr
+        parts[part] = {a for a in args if a.startswith("tests/")}
+        assert parts[part] and parts[part] <= everything, parts[part] - everything
+    assert "tests/test_gluon_bwd.py" in parts["bwd"] and len(parts["bwd"]) == 6
+    assert "tests/test_ladder.py" in parts["rest"]
+    assert not parts["bwd"] & parts["rest"] and parts["bwd"] | parts["rest"] == everything
+
+    run, args = _tests_step(tmp_path, TESTS_FILES="tests/test_configs.py\ntests/test_sdpa.py\n")
+    assert run.returncode == 0, run.stderr
+    assert args[args.index("no:cacheprovider") + 1:][:2] == ["tests/test_configs.py",
+                                                             "tests/test_sdpa.py"]
+
+    for extra, message in (({"TESTS_PART": "half"}, "TESTS_PART must be all, bwd or rest"),
+                           ({"TESTS_PART": "bwd", "TESTS_FILES": "tests/test_sdpa.py"},
+                            "not both")):
+        run, args = _tests_step(tmp_path, **extra)
+        assert run.returncode == 2 and message in run.stderr and args is None
