@@ -86,24 +86,35 @@ def test_gpu_tune_racecheck_step(tmp_path):
     assert "9 hazards parsed, in 6 groups" in summary
 
 
+def _tests_step(tmp_path, body, **env_extra):
+    """gpu_tune.sh's tests step with python3 replaced by the bash lines ``body``, which find
+    the file ``args.txt`` (removed first) in $ARGS_DIR; returns the finished run and
+    args.txt's words (None when python3 never ran)."""
+    args_file = tmp_path / "args.txt"
+    args_file.unlink(missing_ok=True)
+    env = stub_tool_env(tmp_path, "python3", body, OUT=str(tmp_path / "out"),
+                        ARGS_DIR=str(tmp_path), **env_extra)
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "tests"], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    return run, args_file.read_text().split() if args_file.exists() else None
+
+
 def test_gpu_tune_tests_step_interrupts_pytest_before_its_limit(tmp_path):
     """The tests step: eight workers on an 80 GB GPU, the files of TESTS_FILES, and pytest
     sent SIGINT 30 s before TESTS_LIMIT, so that it can still print its summary (python3 and
     nvidia-smi replaced by scripts: the first records its arguments and what it was sent)."""
-    body = (f'echo "$@" > {tmp_path}/args.txt; trap \'echo "3 failed, 9 passed (interrupted)"; '
+    body = ('echo "$@" > $ARGS_DIR/args.txt; trap \'echo "3 failed, 9 passed (interrupted)"; '
             'exit 2\' INT; for i in $(seq 100); do sleep 0.1; done; echo "not interrupted"')
-    env = stub_tool_env(tmp_path, "python3", body, OUT=str(tmp_path / "out"),
-                        TESTS_LIMIT="32", TESTS_FILES="tests/test_configs.py tests/test_sdpa.py")
     smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
     smi.write_text("#!/usr/bin/env bash\necho 81559\n")
     smi.chmod(0o755)
     start = time.monotonic()
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "tests"], env=env,
-                         capture_output=True, text=True, cwd=ROOT)
+    run, args = _tests_step(tmp_path, body, TESTS_LIMIT="32",
+                            TESTS_FILES="tests/test_configs.py tests/test_sdpa.py")
     assert run.returncode == 0, run.stderr
     assert time.monotonic() - start < 9  # interrupted after 2 s, not run out to 10 s
     assert "tests: 8 workers (81559 MiB GPU memory)" in run.stdout
-    args = (tmp_path / "args.txt").read_text().split()
     assert args[:5] == ["-m", "pytest", "-q", "-n", "8"]
     assert "tests/test_configs.py" in args and "tests/test_sdpa.py" in args and "tests" not in args
     log = (tmp_path / "out" / "gpu-tests.log").read_text()
@@ -111,17 +122,7 @@ def test_gpu_tune_tests_step_interrupts_pytest_before_its_limit(tmp_path):
     assert "3 failed, 9 passed (interrupted)" in run.stdout  # the step's grep of the log
 
 
-def _tests_step(tmp_path, **env_extra):
-    """gpu_tune.sh's tests step with python3 replaced by a script that records its arguments;
-    returns the finished run and those arguments (None when python3 never ran)."""
-    args_file = tmp_path / "args.txt"
-    args_file.unlink(missing_ok=True)
-    env = stub_tool_env(tmp_path, "python3", f'echo "$@" > {args_file}; echo "1 passed"',
-                        OUT=str(tmp_path / "out"), TESTS_LIMIT="40", **env_extra)
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "tests"], env=env,
-                         capture_output=True, text=True, cwd=ROOT)
-    args = args_file.read_text().split() if args_file.exists() else None
-    return run, args
+RECORD = 'echo "$@" > $ARGS_DIR/args.txt; echo "1 passed"'  # a python3 that records its words
 
 
 def test_gpu_tune_tests_parts_split_the_suite_in_two(tmp_path):
@@ -131,15 +132,15 @@ def test_gpu_tune_tests_parts_split_the_suite_in_two(tmp_path):
     everything = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")}
     parts = {}
     for part in ("bwd", "rest"):
-        run, args = _tests_step(tmp_path, TESTS_PART=part)
+        run, args = _tests_step(tmp_path, RECORD, TESTS_LIMIT="40", TESTS_PART=part)
         assert run.returncode == 0, run.stderr
         parts[part] = {a for a in args if a.startswith("tests/")}
         assert parts[part] and parts[part] <= everything, parts[part] - everything
     assert "tests/test_gluon_bwd.py" in parts["bwd"] and len(parts["bwd"]) == 6
-    assert "tests/test_ladder.py" in parts["rest"]
     assert not parts["bwd"] & parts["rest"] and parts["bwd"] | parts["rest"] == everything
 
-    run, args = _tests_step(tmp_path, TESTS_FILES="tests/test_configs.py\ntests/test_sdpa.py\n")
+    run, args = _tests_step(tmp_path, RECORD, TESTS_LIMIT="40",
+                            TESTS_FILES="tests/test_configs.py\ntests/test_sdpa.py\n")
     assert run.returncode == 0, run.stderr
     assert args[args.index("no:cacheprovider") + 1:][:2] == ["tests/test_configs.py",
                                                              "tests/test_sdpa.py"]
@@ -147,5 +148,5 @@ def test_gpu_tune_tests_parts_split_the_suite_in_two(tmp_path):
     for extra, message in (({"TESTS_PART": "half"}, "TESTS_PART must be all, bwd or rest"),
                            ({"TESTS_PART": "bwd", "TESTS_FILES": "tests/test_sdpa.py"},
                             "not both")):
-        run, args = _tests_step(tmp_path, **extra)
+        run, args = _tests_step(tmp_path, RECORD, TESTS_LIMIT="40", **extra)
         assert run.returncode == 2 and message in run.stderr and args is None
