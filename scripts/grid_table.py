@@ -2,7 +2,10 @@
 a markdown table of flashtriton against sdpa_cudnn per (pass, headdim, causal, seqlen) with the
 ratio and each row's sampled SM clock, then the two targets checked on that one run: every row
 with seqlen >= 1024 at or above cuDNN, and (bf16 only, as the issue sets them) the 16k
-throughput floors.
+throughput floors. Where the run has `--clock`'s board power, each floor's line adds the
+row's board energy a FLOP (watts over TFLOP/s, in pJ) and what the floor needs at that power
+(under the power cap the clock is what the power allows, so TFLOP/s = watts / pJ a FLOP), and
+a line gives ours over cuDNN's energy a FLOP across the rows.
 
     python3 scripts/grid_table.py RESULTS.json [--dtype bf16]
     python3 scripts/grid_table.py BF16.json --fp16 FP16.json
@@ -96,6 +99,26 @@ def watts(row: dict | None) -> str:
     return _number(row, "watts")
 
 
+def pj_per_flop(row: dict | None) -> float | None:
+    """Board energy a FLOP in picojoules: the row's median board power over its TFLOP/s
+    (W / 10^12 FLOP/s = pJ / FLOP); None without ``--clock``'s watts. At a power-capped clock
+    a kernel's TFLOP/s is the board's power over this: a floor F at W watts needs W / F."""
+    power, rate = (row or {}).get("watts"), tflops(row)
+    return power / rate if isinstance(power, (int, float)) and rate else None
+
+
+def energy_ratios(table: dict[tuple, dict[str, dict]]) -> list[float]:
+    """Ours over cuDNN's board energy a FLOP, per row (seqlen >= 1024) where both have it."""
+    out = []
+    for key in ordered(table):
+        if key[3] < RATIO_FROM_SEQLEN:
+            continue
+        ours, peer = (pj_per_flop(table[key].get(p)) for p in (OURS, PEER))
+        if ours is not None and peer:
+            out.append(ours / peer)
+    return out
+
+
 def render(table: dict[tuple, dict[str, dict]], dtype: str = FLOOR_DTYPE) -> str:
     lines = ["| pass | d | causal | seqlen | flashtriton TFLOP/s | cuDNN TFLOP/s | ours / cuDNN "
              "| MHz ours / cuDNN |", "|---|---|---|---|---|---|---|---|"]
@@ -117,12 +140,21 @@ def render(table: dict[tuple, dict[str, dict]], dtype: str = FLOOR_DTYPE) -> str
         ratio = fmt(ours / peer, ".3f") if ours is not None and peer else "untimed"
         lines.append(f"  below: {pass_} d{headdim} {'causal' if causal else 'no mask'} "
                      f"{seqlen}: {fmt(ours)} against {fmt(peer)} ({ratio})")
+    ratios = energy_ratios(table)
+    if ratios:
+        lines.append(f"board energy a FLOP, ours / cuDNN: median {statistics.median(ratios):.3f}, "
+                     f"{min(ratios):.3f}-{max(ratios):.3f} over {len(ratios)} rows")
     if dtype != FLOOR_DTYPE:
         lines.append(f"16k floors: set for {FLOOR_DTYPE} only, none checked in {dtype}")
         return "\n".join(lines)
     for (pass_, headdim, causal), floor, ours, met in v["floors"]:
+        row = table.get((pass_, headdim, causal, FLOOR_SEQLEN), {}).get(OURS)
+        energy = pj_per_flop(row)
+        power = "" if energy is None else (
+            f" ({energy:.3f} pJ/FLOP at {row['watts']:.0f} W; {floor:.0f} at that power "
+            f"needs {row['watts'] / floor:.3f})")
         lines.append(f"16k floor {pass_} d{headdim} {'causal' if causal else 'no mask'}: "
-                     f"{fmt(ours)} against {floor:.0f}: {'met' if met else 'MISSED'}")
+                     f"{fmt(ours)} against {floor:.0f}: {'met' if met else 'MISSED'}{power}")
     return "\n".join(lines)
 
 

@@ -68,6 +68,27 @@ def test_floor_missed_and_untimed_row(grid_table, tmp_path):
     assert "16k floor bwd d64 causal: 499.9 against 500: MISSED" in text
 
 
+def test_board_energy_a_flop(grid_table, tmp_path, capsys):
+    """Session 62's grid on an H100 (with --clock's watts): each floor's line gives the row's
+    board energy a FLOP and what the floor needs at that power, and one line ours over
+    cuDNN's energy a FLOP; without watts both are left out."""
+    s62 = ROOT / "bench/results/2026-12-06-s62-h100-grid-target-6664c33.json"
+    assert grid_table.main([str(s62)]) == 0
+    out = capsys.readouterr().out
+    assert ("16k floor fwd d64 causal: 514.1 against 520: MISSED (1.367 pJ/FLOP at 703 W; "
+            "520 at that power needs 1.351)") in out
+    assert "board energy a FLOP, ours / cuDNN: median 0.899, 0.817-0.990 over 60 rows" in out
+    rows = json.loads(s62.read_text())["results"]
+    row = _find(rows, "flashtriton", "fwd", 64, True, 16384)
+    assert grid_table.pj_per_flop(row) == pytest.approx(row["watts"] / row["tflops"])
+    for r in rows:
+        r.pop("watts")
+    assert grid_table.main([str(_write(tmp_path, rows))]) == 0
+    out = capsys.readouterr().out
+    assert "16k floor fwd d64 causal: 514.1 against 520: MISSED\n" in out
+    assert "pJ/FLOP" not in out and "board energy" not in out
+
+
 def test_rows_below_1024_not_counted(grid_table, tmp_path):
     rows = [dict(r, seqlen=512) for r in _rows()
             if (r["pass"], r["headdim"], r["causal"], r["seqlen"]) == ("fwd", 64, False, 1024)]
