@@ -79,8 +79,6 @@ def test_board_energy_a_flop(grid_table, tmp_path, capsys):
             "520 at that power needs 1.351)") in out
     assert "board energy a FLOP, ours / cuDNN: median 0.899, 0.817-0.990 over 60 rows" in out
     rows = json.loads(s62.read_text())["results"]
-    row = _find(rows, "flashtriton", "fwd", 64, True, 16384)
-    assert grid_table.pj_per_flop(row) == pytest.approx(row["watts"] / row["tflops"])
     for r in rows:
         r.pop("watts")
     assert grid_table.main([str(_write(tmp_path, rows))]) == 0
