@@ -87,6 +87,29 @@ def test_summary_adds_a_clock_table_when_rows_have_one():
                                                                                  list(PROVIDERS)))
 
 
+def test_summary_adds_an_energy_table_when_rows_have_watts():
+    """Board energy a FLOP (watts over TFLOP/s, pJ) per provider; a row without watts reads
+    n/a, a wrong one its status; no table when no row has watts."""
+    def row(provider, watts, tflops):
+        r = results.make_row(provider, "fwd", dtype="bf16", batch=1, heads=2, seqlen=32,
+                             headdim=16, causal=False, ms=1.0, clock_windows=[(0.0, 1.0)])
+        r.update(sm_mhz=1600.0, watts=watts, tflops=tflops)
+        return r
+
+    rows = [row("flashtriton", 700.0, 500.0), row("sdpa_cudnn", 690.0, 400.0),
+            row("sdpa_flash", None, 300.0)]
+    title, headers, body = report.summary_tables(rows, list(PROVIDERS))[-1]
+    assert title.startswith("board energy a FLOP")
+    assert headers[5:] == ["flashtriton", "sdpa_flash", "sdpa_cudnn"]
+    assert body == [["fwd", "bf16", "no", "16", "32", "1.400", "n/a", "1.725"]]
+    rows[1]["status"] = "wrong"  # its output differed from the reference: not timed
+    assert report.summary_tables(rows, list(PROVIDERS))[-1][2][0][7] == "WRONG"
+    for r in rows:
+        r["watts"] = None
+    assert not any(t[0].startswith("board energy")
+                   for t in report.summary_tables(rows, list(PROVIDERS)))
+
+
 def test_clock_is_refused_where_it_cannot_work(capsys):
     tiny = ("--tokens", "64", "--hidden", "32", "--headdims", "16", "--seqlens", "32",
             "--dtypes", "bf16", "--providers", "naive", "--plain", "--clock")

@@ -192,12 +192,24 @@ def target_line(results: list[dict]) -> str | None:
     return line
 
 
+def _energy_cell(row: dict | None) -> str:
+    """Board energy a FLOP in pJ (the row's median board watts over its TFLOP/s: W / 10^12
+    FLOP/s = pJ / FLOP), as ``_cell`` shows a row that was not timed."""
+    if row is None or row_status(row) != "ok":
+        return _cell(row, "tflops", ".1f")
+    if row.get("watts") is None or not row.get("tflops"):
+        return "n/a"
+    return f"{row['watts'] / row['tflops']:.3f}"
+
+
 def summary_tables(results: list[dict], providers: list[str], *,
                    timer: str = "median of do_bench") -> list[tuple[str, list, list]]:
     """(title, headers, rows) for the TFLOP/s table and, when measured, the peak-memory table
     and the SM clock table (``--clock``); columns follow the provider registry's order. The
     TFLOP/s table adds flashtriton / sdpa_cudnn (the speed target) and, in an A/B, flashtriton /
-    flashtriton_base (``--baseline-src``)."""
+    flashtriton_base (``--baseline-src``). With ``--clock``'s board power, a table of board
+    energy a FLOP: under a power cap the clock is what the power allows, so TFLOP/s is the
+    board's watts over it."""
     present = [p for p in providers if any(r["provider"] == p for r in results)]
     present += sorted({r["provider"] for r in results} - set(present))
     groups = _grouped(results)
@@ -206,7 +218,7 @@ def summary_tables(results: list[dict], providers: list[str], *,
     # (peer, header, digits): the cuDNN target, and an A/B's baseline (changes of a percent)
     ratios = [r for r in (("sdpa_cudnn", "ours/cuDNN", 2), ("flashtriton_base", "ours/base", 3))
               if "flashtriton" in present and r[0] in present]
-    speed_rows, mem_rows, clock_rows = [], [], []
+    speed_rows, mem_rows, clock_rows, energy_rows = [], [], [], []
     for key in keys:
         by_provider = groups[key]
         config = [key[0], key[1], "yes" if key[2] else "no", str(key[3]), str(key[4])]
@@ -218,6 +230,7 @@ def summary_tables(results: list[dict], providers: list[str], *,
         speed_rows.append(config + speed)
         mem_rows.append(config + [_cell(by_provider.get(p), "peak_mib", ".0f") for p in present])
         clock_rows.append(config + [_cell(by_provider.get(p), "sm_mhz", ".0f") for p in present])
+        energy_rows.append(config + [_energy_cell(by_provider.get(p)) for p in present])
     speed_headers = config_headers + present + [header for _, header, _ in ratios]
     tables = [(f"TFLOP/s ({timer})", speed_headers, speed_rows)]
     if any(r.get("peak_mib") is not None for r in results):
@@ -225,4 +238,7 @@ def summary_tables(results: list[dict], providers: list[str], *,
     if any(r.get("sm_mhz") is not None for r in results):
         tables.append(("SM clock while timed (MHz, median of nvidia-smi's samples)",
                        config_headers + present, clock_rows))
+    if any(r.get("watts") is not None for r in results):
+        tables.append(("board energy a FLOP (pJ: board watts over TFLOP/s; lower is better)",
+                       config_headers + present, energy_rows))
     return tables
