@@ -81,6 +81,9 @@ fi
 if [ "$WHAT" != sweeps ]; then
   BWD_TEST_FILES="tests/test_gluon_bwd.py tests/test_configs.py tests/test_flash_attn.py \
 tests/test_sdpa.py tests/test_compile.py tests/test_features.py"
+  if [ "${TESTS_PART:-all}" != all ] && [ -n "${TESTS_FILES:-}" ]; then
+    echo "gpu_tune.sh: set TESTS_FILES or TESTS_PART, not both" >&2; exit 2
+  fi
   case "${TESTS_PART:-all}" in
     all) files=$(printf '%s' "${TESTS_FILES:-tests}" | tr '\n' ' ') ;;
     bwd) files=$BWD_TEST_FILES ;;
@@ -89,9 +92,6 @@ tests/test_sdpa.py tests/test_compile.py tests/test_features.py"
                   done) ;;
     *) echo "gpu_tune.sh: TESTS_PART must be all, bwd or rest, not '$TESTS_PART'" >&2; exit 2 ;;
   esac
-  if [ "${TESTS_PART:-all}" != all ] && [ -n "${TESTS_FILES:-}" ]; then
-    echo "gpu_tune.sh: set TESTS_FILES or TESTS_PART, not both" >&2; exit 2
-  fi
   # one pytest worker per 9 GiB of GPU memory, at most 16 (the large cases peak near 12 GiB a
   # process: 16 workers fit the H200's 141 GiB, not the H100's 80); TESTS_WORKERS overrides
   mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
