@@ -9,10 +9,16 @@ a line gives ours over cuDNN's energy a FLOP across the rows.
 
     python3 scripts/grid_table.py RESULTS.json [--dtype bf16]
     python3 scripts/grid_table.py BF16.json --fp16 FP16.json
+    python3 scripts/grid_table.py RESULTS.json --providers [--dtype bf16]
 
 The second form checks the fp16 target (fp16 within 3% of bf16) on two runs of the same grid:
 per provider, how many rows' fp16 TFLOP/s are within 3% of bf16's, the median change, and the
 rows furthest below with each dtype's sampled clock and board power.
+
+The third form is the README's table of every provider a run holds (e.g. `scripts/gpu_bench.sh
+quick-all`): each provider's TFLOP/s per row, then ours over each other provider, and per
+provider the range of that ratio over the rows both have (a provider with an error, a wrong
+output or no timing in a row shows `-` there).
 
 In the first form a row whose provider was not timed (a wrong output, out of memory) counts as
 below cuDNN; the fp16 report leaves out rows not timed in both types. Exit status 0 whatever
@@ -184,6 +190,56 @@ def fp16_report(bf16: dict[tuple, dict[str, dict]], fp16: dict[tuple, dict[str, 
     return "\n".join(lines)
 
 
+# the bench's provider names in the order the README's tables list them; others follow by name
+PROVIDER_ORDER = (OURS, PEER, "sdpa_flash", "flex", "sdpa_efficient", "naive")
+
+
+def by_provider(rows: list[dict], dtype: str) -> tuple[dict[tuple, dict[str, dict]], list[str]]:
+    """(pass, headdim, causal, seqlen) -> {provider: row} for every provider in ``dtype``, and
+    the providers in ``PROVIDER_ORDER`` (then any other, by name)."""
+    out: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        if r.get("dtype") == dtype:
+            key = (r["pass"], r["headdim"], r["causal"], r["seqlen"])
+            out.setdefault(key, {})[r["provider"]] = r
+    seen = {p for by in out.values() for p in by}
+    names = [p for p in PROVIDER_ORDER if p in seen] + sorted(seen - set(PROVIDER_ORDER))
+    return out, names
+
+
+def providers_table(rows: list[dict], dtype: str = FLOOR_DTYPE) -> str:
+    """Every provider's TFLOP/s per row and ours over each of the others, then per provider
+    the ratio's range over the rows both timed."""
+    table, names = by_provider(rows, dtype)
+    if OURS not in names or len(names) < 2:
+        raise ValueError(f"grid_table: no {OURS} rows and another provider's in {dtype}")
+    peers = [p for p in names if p != OURS]
+    lines = ["| pass | d | causal | seqlen | " + " | ".join(names) + " | "
+             + " | ".join(f"ours / {p}" for p in peers) + " |",
+             "|---" * (4 + len(names) + len(peers)) + "|"]
+    spans: dict[str, list[float]] = {p: [] for p in peers}
+    for key in ordered(table):
+        by = table[key]
+        ours = tflops(by.get(OURS))
+        cells = []
+        for p in peers:
+            peer = tflops(by.get(p))
+            ratio = ours / peer if ours is not None and peer else None
+            if ratio is not None:
+                spans[p].append(ratio)
+            cells.append(fmt(ratio, ".2f"))
+        pass_, headdim, causal, seqlen = key
+        lines.append(f"| {pass_} | {headdim} | {'yes' if causal else 'no'} | {seqlen} | "
+                     + " | ".join(fmt(tflops(by.get(p))) for p in names) + " | "
+                     + " | ".join(cells) + " |")
+    lines.append("")
+    for p in peers:
+        r = spans[p]
+        lines.append(f"ours / {p}: " + (f"{min(r):.2f}-{max(r):.2f} over {len(r)} rows"
+                                         if r else "no row timed by both"))
+    return "\n".join(lines)
+
+
 def load(path: str, dtype: str) -> dict[tuple, dict[str, dict]]:
     with open(path) as f:
         table = pairs(json.load(f)["results"], dtype)
@@ -198,9 +254,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dtype", default="bf16", help="the dtype whose rows to compare")
     parser.add_argument("--fp16", metavar="FP16_JSON",
                         help="a run of the same grid in fp16: report fp16 against RESULTS' bf16")
+    parser.add_argument("--providers", action="store_true",
+                        help="a table of every provider in RESULTS and ours over each")
     args = parser.parse_args(argv)
+    if args.providers and args.fp16:
+        parser.error("--providers and --fp16 are separate reports: give one")
     try:
-        if args.fp16:
+        if args.providers:
+            with open(args.results) as f:
+                print(providers_table(json.load(f)["results"], args.dtype))
+        elif args.fp16:
             print(fp16_report(load(args.results, "bf16"), load(args.fp16, "fp16")))
         else:
             print(render(load(args.results, args.dtype), args.dtype))

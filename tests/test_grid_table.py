@@ -125,6 +125,46 @@ def test_fp16_against_bf16_session57(grid_table, capsys):
     assert "holds no flashtriton and sdpa_cudnn rows in bf16" in capsys.readouterr().err
 
 
+
+def test_every_provider_session32(grid_table, capsys):
+    """Session 32's --quick run with all six providers (one H200): values read off its JSON."""
+    quick_all = ROOT / "bench/results/2026-12-01-s32-quick-all-a81fac4.json"
+    assert grid_table.main([str(quick_all), "--providers"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("| pass | d | causal | seqlen | flashtriton | sdpa_cudnn | sdpa_flash | "
+                        "flex | sdpa_efficient | naive | ours / sdpa_cudnn | ours / sdpa_flash | "
+                        "ours / flex | ours / sdpa_efficient | ours / naive |")
+    assert lines[2] == ("| fwd | 64 | no | 1024 | 357.1 | 347.9 | 254.2 | 355.0 | 129.0 | 67.6 | "
+                        "1.03 | 1.40 | 1.01 | 2.77 | 5.28 |")
+    assert sum(line.startswith("| fwd") or line.startswith("| bwd") for line in lines) == 24
+    assert "ours / sdpa_cudnn: 0.94-1.20 over 24 rows" in lines
+    assert "ours / flex: 1.01-1.65 over 24 rows" in lines
+
+
+def test_every_provider_with_a_missing_row(grid_table, tmp_path, capsys):
+    rows = [r for r in _rows() if r["seqlen"] == 16384]
+    flex = [dict(r, provider="flex", tflops=r["tflops"] / 2) for r in rows
+            if r["provider"] == "sdpa_cudnn"]
+    failed = flex[0]
+    failed.pop("tflops")
+    failed["error"] = "out of memory"
+    assert grid_table.main([str(_write(tmp_path, rows + flex)), "--providers"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    first = lines[2].split(" | ")
+    assert first[6] == "-" and first[-1] == "- |"  # flex's value and ours / flex
+    assert "ours / flex: " in lines[-1] and f"over {len(flex) - 1} rows" in lines[-1]
+    # ours over cuDNN's halved rate is twice ours over cuDNN's
+    assert float(lines[3].split(" | ")[-1].rstrip(" |")) == pytest.approx(
+        2 * float(lines[3].split(" | ")[-2]), abs=0.011)
+
+
+def test_every_provider_needs_ours_and_a_peer(grid_table, tmp_path, capsys):
+    rows = [r for r in _rows() if r["provider"] == "flashtriton"]
+    assert grid_table.main([str(_write(tmp_path, rows)), "--providers"]) == 2
+    assert "no flashtriton rows and another provider's in bf16" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        grid_table.main([str(GRID), "--providers", "--fp16", str(GRID)])
+
 def test_seqlen_threshold_is_the_bench_reports():
     from flashtriton.bench.report import TARGET_FROM_SEQLEN
 
