@@ -56,12 +56,8 @@ def ordered(table: dict[tuple, dict[str, dict]]) -> list[tuple]:
 
 def pairs(rows: list[dict], dtype: str) -> dict[tuple, dict[str, dict]]:
     """(pass, headdim, causal, seqlen) -> {provider: row} for ours and the peer in ``dtype``."""
-    out: dict[tuple, dict[str, dict]] = {}
-    for r in rows:
-        if r.get("provider") in (OURS, PEER) and r.get("dtype") == dtype:
-            key = (r["pass"], r["headdim"], r["causal"], r["seqlen"])
-            out.setdefault(key, {})[r["provider"]] = r
-    return out
+    table, _ = by_provider([r for r in rows if r.get("provider") in (OURS, PEER)], dtype)
+    return table
 
 
 def tflops(row: dict | None) -> float | None:
