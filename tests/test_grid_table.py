@@ -125,7 +125,6 @@ def test_fp16_against_bf16_session57(grid_table, capsys):
     assert "holds no flashtriton and sdpa_cudnn rows in bf16" in capsys.readouterr().err
 
 
-
 def test_every_provider_session32(grid_table, capsys):
     """Session 32's --quick run with all six providers (one H200): values read off its JSON."""
     quick_all = ROOT / "bench/results/2026-12-01-s32-quick-all-a81fac4.json"
@@ -145,12 +144,14 @@ def test_every_provider_with_a_missing_row(grid_table, tmp_path, capsys):
     rows = [r for r in _rows() if r["seqlen"] == 16384]
     flex = [dict(r, provider="flex", tflops=r["tflops"] / 2) for r in rows
             if r["provider"] == "sdpa_cudnn"]
-    failed = flex[0]
+    # the table's first row (forward, d64, no mask) failed for flex
+    failed = _find(flex, "flex", "fwd", 64, False, 16384)
     failed.pop("tflops")
     failed["error"] = "out of memory"
     assert grid_table.main([str(_write(tmp_path, rows + flex)), "--providers"]) == 0
     lines = capsys.readouterr().out.splitlines()
     first = lines[2].split(" | ")
+    assert first[:4] == ["| fwd", "64", "no", "16384"]
     assert first[6] == "-" and first[-1] == "- |"  # flex's value and ours / flex
     assert "ours / flex: " in lines[-1] and f"over {len(flex) - 1} rows" in lines[-1]
     # ours over cuDNN's halved rate is twice ours over cuDNN's
@@ -164,6 +165,7 @@ def test_every_provider_needs_ours_and_a_peer(grid_table, tmp_path, capsys):
     assert "no flashtriton rows and another provider's in bf16" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         grid_table.main([str(GRID), "--providers", "--fp16", str(GRID)])
+
 
 def test_seqlen_threshold_is_the_bench_reports():
     from flashtriton.bench.report import TARGET_FROM_SEQLEN
