@@ -10,6 +10,7 @@ a line gives ours over cuDNN's energy a FLOP across the rows.
     python3 scripts/grid_table.py RESULTS.json [--dtype bf16]
     python3 scripts/grid_table.py BF16.json --fp16 FP16.json
     python3 scripts/grid_table.py RESULTS.json --providers [--dtype bf16]
+    python3 scripts/grid_table.py RESULTS.json --against OTHER.json [--dtype bf16]
 
 The second form checks the fp16 target (fp16 within 3% of bf16) on two runs of the same grid:
 per provider, how many rows' fp16 TFLOP/s are within 3% of bf16's, the median change, and the
@@ -19,6 +20,14 @@ The third form is the README's table of every provider a run holds (e.g. `script
 quick-all`): each provider's TFLOP/s per row, then ours over each other provider, and per
 provider the range of that ratio over the rows both have (a provider with an error, a wrong
 output or no timing in a row shows `-` there).
+
+The fourth form sets a run against another run of the same grid (another machine, another
+commit) to tell a board from a kernel: per provider, over the rows both runs timed, the median
+and range of this run over the other in TFLOP/s, cycles a call (`--clock`'s kcycles), sampled
+SM clock and board power. When both providers' TFLOP/s move with the clock and their cycles
+stay, the board moved; when ours' cycles move and cuDNN's do not, the kernels did. Only the
+medians tell: a row's cycles come from a few sampled clock readings, and an unchanged
+kernel's row moved by up to 12% between session 57's and session 64's H200 grids.
 
 In the first form a row whose provider was not timed (a wrong output, out of memory) counts as
 below cuDNN; the fp16 report leaves out rows not timed in both types. Exit status 0 whatever
@@ -236,6 +245,37 @@ def providers_table(rows: list[dict], dtype: str = FLOOR_DTYPE) -> str:
     return "\n".join(lines)
 
 
+# what --against compares, as (row key, label): this run over the other, per provider
+AGAINST_FIELDS = (("tflops", "TFLOP/s"), ("kcycles", "cycles a call"), ("sm_mhz", "SM clock"),
+                  ("watts", "board power"))
+
+
+def _positive(row: dict | None, key: str) -> float | None:
+    value = (row or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def against_report(new_rows: list[dict], old_rows: list[dict], dtype: str = FLOOR_DTYPE) -> str:
+    """This run over another run of the same grid, per provider (ours and cuDNN): for each of
+    ``AGAINST_FIELDS`` the median and range of the ratio over the rows (seqlen >= 1024) both
+    runs have it for."""
+    new, _ = by_provider(new_rows, dtype)
+    old, _ = by_provider(old_rows, dtype)
+    keys = [k for k in ordered(new) if k in old and k[3] >= RATIO_FROM_SEQLEN]
+    lines = []
+    for provider in (OURS, PEER):
+        parts = []
+        for field, label in AGAINST_FIELDS:
+            ratios = [n / o for k in keys
+                      if (n := _positive(new[k].get(provider), field)) is not None
+                      and (o := _positive(old[k].get(provider), field)) is not None]
+            parts.append(f"{label} {statistics.median(ratios):.3f} "
+                         f"({min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} rows)"
+                         if ratios else f"{label} -")
+        lines.append(f"{provider}, this run / the other: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def load(path: str, dtype: str) -> dict[tuple, dict[str, dict]]:
     with open(path) as f:
         table = pairs(json.load(f)["results"], dtype)
@@ -252,11 +292,20 @@ def main(argv: list[str]) -> int:
                         help="a run of the same grid in fp16: report fp16 against RESULTS' bf16")
     parser.add_argument("--providers", action="store_true",
                         help="a table of every provider in RESULTS and ours over each")
+    parser.add_argument("--against", metavar="OTHER_JSON",
+                        help="another run of the same grid: RESULTS over it per provider in "
+                             "TFLOP/s, cycles a call, SM clock and board power")
     args = parser.parse_args(argv)
-    if args.providers and args.fp16:
-        parser.error("--providers and --fp16 are separate reports: give one")
+    if sum(map(bool, (args.providers, args.fp16, args.against))) > 1:
+        parser.error("--providers, --fp16 and --against are separate reports: give one")
     try:
-        if args.providers:
+        if args.against:
+            load(args.results, args.dtype)
+            load(args.against, args.dtype)
+            with open(args.results) as f, open(args.against) as g:
+                print(against_report(json.load(f)["results"], json.load(g)["results"],
+                                     args.dtype))
+        elif args.providers:
             with open(args.results) as f:
                 print(providers_table(json.load(f)["results"], args.dtype))
         elif args.fp16:

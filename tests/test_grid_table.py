@@ -167,6 +167,63 @@ def test_every_provider_needs_ours_and_a_peer(grid_table, tmp_path, capsys):
         grid_table.main([str(GRID), "--providers", "--fp16", str(GRID)])
 
 
+def _median_ratio(new: list[dict], old: list[dict], provider: str, field: str) -> float:
+    """The median over rows from 1k keys of new[field] / old[field] for one provider, computed
+    here apart from the script."""
+    def index(rows):
+        return {(r["pass"], r["headdim"], r["causal"], r["seqlen"]): r[field] for r in rows
+                if r["provider"] == provider and r["seqlen"] >= 1024 and r.get(field)}
+    n, o = index(new), index(old)
+    ratios = sorted(n[k] / o[k] for k in n if k in o)
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+
+def test_against_session57_and_session64(grid_table, capsys):
+    """Session 64's H200 grid against session 57's (another H200) and against its own second
+    run: the board's clock moved between the sessions, not between the two runs."""
+    s64 = ROOT / "bench/results/2026-12-06-s64-grid-target-11d1bcf"
+    s57 = ROOT / "bench/results/2026-12-06-s57-grid-target-rounds3-fcf57b4.json"
+    run1, run2 = f"{s64}.json", f"{s64}-2.json"
+    new = json.loads(Path(run1).read_text())["results"]
+    assert grid_table.main([run1, "--against", str(s57)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    old = json.loads(s57.read_text())["results"]
+    for line, provider in zip(lines, ("flashtriton", "sdpa_cudnn")):
+        assert line.startswith(f"{provider}, this run / the other: ")
+        for field, label in (("tflops", "TFLOP/s"), ("kcycles", "cycles a call"),
+                             ("sm_mhz", "SM clock"), ("watts", "board power")):
+            median = _median_ratio(new, old, provider, field)
+            assert f"{label} {median:.3f} (" in line, (label, median, line)
+            assert ", 60 rows)" in line
+    # both providers about 4% lower clock, and the same cycles within 2%
+    assert _median_ratio(new, old, "sdpa_cudnn", "sm_mhz") < 0.97
+    assert abs(_median_ratio(new, old, "sdpa_cudnn", "kcycles") - 1) < 0.02
+    # the same board twice: the clock within 1%
+    assert grid_table.main([run1, "--against", run2]) == 0
+    out = capsys.readouterr().out
+    second = json.loads(Path(run2).read_text())["results"]
+    assert abs(_median_ratio(new, second, "flashtriton", "sm_mhz") - 1) < 0.01
+    assert f"SM clock {_median_ratio(new, second, 'flashtriton', 'sm_mhz'):.3f}" in out
+
+
+def test_against_without_clock_and_refusals(grid_table, tmp_path, capsys):
+    rows = _rows()
+    bare = [{k: v for k, v in r.items() if k not in ("kcycles", "sm_mhz", "watts")} for r in rows]
+    scaled = [dict(r, tflops=r["tflops"] * 1.1) if r.get("tflops") else r for r in bare]
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    new.write_text(json.dumps({"meta": {}, "results": scaled}))
+    old.write_text(json.dumps({"meta": {}, "results": bare}))
+    assert grid_table.main([str(new), "--against", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert "TFLOP/s 1.100 (1.100-1.100, 60 rows); cycles a call -; SM clock -; board power -" in out
+    with pytest.raises(SystemExit):
+        grid_table.main([str(new), "--against", str(old), "--providers"])
+    assert grid_table.main([str(new), "--against", str(old), "--dtype", "fp16"]) == 2
+    assert "holds no flashtriton and sdpa_cudnn rows in fp16" in capsys.readouterr().err
+
+
 def test_seqlen_threshold_is_the_bench_reports():
     from flashtriton.bench.report import TARGET_FROM_SEQLEN
 
