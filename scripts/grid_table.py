@@ -27,7 +27,7 @@ and range of this run over the other in TFLOP/s, cycles a call (`--clock`'s kcyc
 SM clock and board power. When both providers' TFLOP/s move with the clock and their cycles
 stay, the board moved; when ours' cycles move and cuDNN's do not, the kernels did. Only the
 medians tell: a row's cycles come from a few sampled clock readings, and an unchanged
-kernel's row moved by up to 12% between session 57's and session 64's H200 grids.
+kernel's row moved by up to 13% between session 57's and session 64's H200 grids.
 
 In the first form a row whose provider was not timed (a wrong output, out of memory) counts as
 below cuDNN; the fp16 report leaves out rows not timed in both types. Exit status 0 whatever
