@@ -276,12 +276,17 @@ def against_report(new_rows: list[dict], old_rows: list[dict], dtype: str = FLOO
     return "\n".join(lines)
 
 
-def load(path: str, dtype: str) -> dict[tuple, dict[str, dict]]:
+def checked_rows(path: str, dtype: str) -> list[dict]:
+    """A bench JSON's result rows, refused (ValueError) without ours and cuDNN's in ``dtype``."""
     with open(path) as f:
-        table = pairs(json.load(f)["results"], dtype)
-    if not any(OURS in by and PEER in by for by in table.values()):
+        rows = json.load(f)["results"]
+    if not any(OURS in by and PEER in by for by in pairs(rows, dtype).values()):
         raise ValueError(f"grid_table: {path} holds no {OURS} and {PEER} rows in {dtype}")
-    return table
+    return rows
+
+
+def load(path: str, dtype: str) -> dict[tuple, dict[str, dict]]:
+    return pairs(checked_rows(path, dtype), dtype)
 
 
 def main(argv: list[str]) -> int:
@@ -300,11 +305,8 @@ def main(argv: list[str]) -> int:
         parser.error("--providers, --fp16 and --against are separate reports: give one")
     try:
         if args.against:
-            load(args.results, args.dtype)
-            load(args.against, args.dtype)
-            with open(args.results) as f, open(args.against) as g:
-                print(against_report(json.load(f)["results"], json.load(g)["results"],
-                                     args.dtype))
+            new, old = (checked_rows(path, args.dtype) for path in (args.results, args.against))
+            print(against_report(new, old, args.dtype))
         elif args.providers:
             with open(args.results) as f:
                 print(providers_table(json.load(f)["results"], args.dtype))
