@@ -25,15 +25,14 @@ def heading_id(text: str) -> str:
     return "".join(kept).replace(" ", "-")
 
 
-def _outside_code(text: str) -> list[str]:
-    """The file's lines outside fenced code blocks, with inline code spans blanked."""
+def _unfenced(text: str) -> list[str]:
+    """The file's lines outside fenced code blocks."""
     lines, fenced = [], False
     for line in text.split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
-            continue
-        if not fenced:
-            lines.append(re.sub(r"`[^`]*`", "``", line))
+        elif not fenced:
+            lines.append(line)
     return lines
 
 
@@ -41,12 +40,8 @@ def anchors(path: Path) -> set[str]:
     """The ids of a Markdown file's headings; a repeated heading gets -1, -2, ... as on GitHub."""
     seen: dict[str, int] = {}
     ids = set()
-    fenced = False
-    for line in path.read_text().split("\n"):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        m = None if fenced else _HEADING.match(line)
+    for line in _unfenced(path.read_text()):
+        m = _HEADING.match(line)
         if m:
             base = heading_id(m.group(2))
             n = seen.get(base, 0)
@@ -59,8 +54,8 @@ def broken_links(path: Path) -> list[str]:
     """Each relative link of ``path`` whose file is missing or whose anchor is not a heading."""
     bad = []
     cache: dict[Path, set[str]] = {}
-    for line in _outside_code(path.read_text()):
-        for target in _LINK.findall(line):
+    for line in _unfenced(path.read_text()):
+        for target in _LINK.findall(re.sub(r"`[^`]*`", "``", line)):  # not inside inline code
             if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
                 continue
             file_part, _, frag = target.partition("#")

@@ -2,6 +2,7 @@
 (bench/results/2026-12-03-s55-grid-target-210e6f5.json) and copies of it with rows changed."""
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -174,9 +175,7 @@ def _median_ratio(new: list[dict], old: list[dict], provider: str, field: str) -
         return {(r["pass"], r["headdim"], r["causal"], r["seqlen"]): r[field] for r in rows
                 if r["provider"] == provider and r["seqlen"] >= 1024 and r.get(field)}
     n, o = index(new), index(old)
-    ratios = sorted(n[k] / o[k] for k in n if k in o)
-    mid = len(ratios) // 2
-    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    return statistics.median(n[k] / o[k] for k in n if k in o)
 
 
 def test_against_session57_and_session64(grid_table, capsys):
