@@ -13,7 +13,8 @@
 # (session 53), so read the summary, not the count. --d256-only took 68 s under racecheck.
 #
 # SWEEPS (default bwd-d64 fwd-d256 fwd-fp8 dropout): bwd-d128, bwd-d128-det, bwd-d64, bwd-d256,
-# fwd-d256, fwd-fp8, dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
+# fwd-d256, fwd-fp8, fwd-fp8-gluon (float8: the Gluon forward's tiles against the tl kernel's,
+# d64/d128/d256 at 16k), dropout, fwd-pp, fwd-pp-fp16, fwd-ws-short (the Gluon forward), bwd-gluon (d128), bwd-gluon-d64,
 # bwd-gluon-fp16 / bwd-gluon-bf16 (the shipped backward config in each dtype), fwd-pers /
 # fwd-pers-d64 (the persistent Gluon forward against the shipped one), fwd-pers-d64-causal (its
 # causal tiles 128 or 64 keys wide), fwd-c3 (d64: two consumer warpgroups or three, block_m
@@ -123,6 +124,8 @@ for name in $SWEEPS; do
         --fwd-space "'128:32;8;2;tma|128:64;8;1,2;tma|64:64;4;2;tma'" ;;
     fwd-fp8) sweep fwd-fp8 45 --pass fwd --headdims 128 --seqlens 16384 --dtype fp8 \
         --fwd-space "'128:128;8;2,3,4;tma|128:64;4,8;2;tma|128:256;8;2;tma'" ;;
+    fwd-fp8-gluon) sweep fwd-fp8-gluon 150 --pass fwd --headdims 64,128,256 --seqlens 16384 --dtype fp8 \
+        --fwd-space "'128:128;4;2,3;gluonpp|128:64;4;2,3;gluonpp|128:128;4;2;gluon|128:128;8;2;tma|128:64;4;2;tma'" ;;
     dropout) sweep dropout 75 --pass fwd,bwd --headdims 128 --seqlens 16384 --causal 0 --dropout 0.1 \
         --fwd-space "'128:128;8;2,3;tma|128:64;8;2;tma|128:64;4;2;tma'" \
         --bwd-space "'64:128;8;2,3;ptr,ptrdq|64:64;4;2;ptr'" ;;

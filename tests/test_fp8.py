@@ -4,14 +4,28 @@ same algorithm at fp8 (probabilities rounded to e4m3 before the P·V product).
 
 Under the interpreter the kernel keeps P in fp32 for P·V (the interpreter's fp32->fp8 conversion
 does not round like the hardware); the fp8 Q·K product, the descales and the bf16 output are the
-same code as on the GPU, where P is rounded to e4m3 too."""
+same code as on the GPU, where P is rounded to e4m3 too.
+
+On an sm_90 GPU the public function runs the Gluon forward (kernels/fwd_gluon.py) at head dims
+64, 128 and 256; its cases below call its launcher directly and are skipped elsewhere (the
+interpreter cannot run Gluon). The copy of V it reads (``fp8_keys_minor``) is checked on CPU."""
 
 import pytest
 import torch
 
 from flashtriton import flash_attn_func
+from flashtriton.configs import make_params
 from flashtriton.reference import attention_ref, visible_mask
-from helpers import DEVICE, assert_close, randn
+from helpers import DEVICE, assert_close, no_call_plans, randn
+
+try:  # Gluon is in Triton 3.5 and newer
+    from flashtriton.kernels.fwd_gluon import FP8_KEY_ORDER, attn_fwd_gluon, fp8_keys_minor
+except ImportError:
+    FP8_KEY_ORDER = attn_fwd_gluon = fp8_keys_minor = None
+
+gluon_only = pytest.mark.skipif(
+    DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
+    reason="Gluon kernels run on an sm_90 GPU only; the interpreter cannot run them")
 
 FP8 = torch.float8_e4m3fn
 
@@ -24,16 +38,43 @@ def quantize(x):
 
 def torch_fp8_attention(q, k, v, causal):
     """PyTorch doing what an fp8 kernel does: scores in fp32, probabilities (scaled by the row
-    max) rounded to e4m3, products accumulated in fp32, output rounded to bf16."""
+    max) rounded to e4m3, products accumulated in fp32, output rounded to bf16. K and V may have
+    fewer heads (GQA); a row that sees no key gets 0."""
     b, sq, h, d = q.shape
+    group = h // k.shape[2]
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q.float(), k.float()) / d ** 0.5
     keep = visible_mask(sq, k.shape[1], causal=causal, device=q.device)
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
     m = s.amax(-1, keepdim=True)
-    p = torch.exp(s - m)
-    out = torch.einsum("bhqk,bkhd->bqhd", p.to(FP8).float(), v.float()) / p.sum(-1).transpose(1, 2)[..., None]
+    p = torch.exp(s - torch.where(torch.isfinite(m), m, 0.0))
+    l = p.sum(-1).transpose(1, 2)[..., None]
+    out = torch.einsum("bhqk,bkhd->bqhd", p.to(FP8).float(), v.float()) / torch.where(l > 0, l, 1.0)
     return out.to(torch.bfloat16)
+
+
+def quantized_inputs(b, sq, sk, h, hk, d):
+    """Fresh q, k, v quantized per tensor: ((q8, k8, v8), (qd, kd, vd), float64 dequantized)."""
+    q = randn(b, sq, h, d, dtype=torch.float32)
+    k = randn(b, sk, hk, d, dtype=torch.float32, scale=2.0)
+    v = randn(b, sk, hk, d, dtype=torch.float32)
+    (q8, qd), (k8, kd), (v8, vd) = quantize(q), quantize(k), quantize(v)
+    deq = [x.to(torch.float64) * s.to(torch.float64) for x, s in ((q8, qd), (k8, kd), (v8, vd))]
+    return (q8, k8, v8), (qd, kd, vd), deq
+
+
+def check_fp8(out, lse, deq, causal):
+    """out against the float64 reference by the STYLE.md rule (the low-precision side:
+    ``torch_fp8_attention``); lse with the reference's -inf pattern and within 1e-3 elsewhere."""
+    assert out.dtype == torch.bfloat16
+    ref, ref_lse = attention_ref(*deq, causal=causal)
+    lowp = torch_fp8_attention(*[x.float() for x in deq], causal=causal)
+    assert_close(out, ref, lowp)
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
+    err = (lse[finite].double() - ref_lse[finite].double()).abs().max()
+    assert err < 1e-3, err
 
 
 @pytest.mark.parametrize("shape,causal", [((1, 65, 47, 2, 64), False), ((2, 33, 70, 2, 40), True),
@@ -51,6 +92,99 @@ def test_fp8_forward(shape, causal):
     lowp = torch_fp8_attention(*[x.float() for x in deq], causal=causal)
     assert_close(out, ref, lowp)
     assert torch.allclose(lse, ref_lse, rtol=1e-3, atol=1e-3), (lse - ref_lse).abs().max()
+
+
+# (b, sq, sk, h, hk, d, causal, (block_m, block_n, warps, stages, pingpong))
+PP, PP3, PP_D256 = (128, 128, 4, 2, True), (128, 128, 4, 3, True), (128, 64, 4, 2, True)
+GLUON_FP8_CASES = [
+    (2, 1000, 1000, 4, 4, 128, False, PP),
+    (2, 1000, 1000, 4, 4, 128, True, PP),
+    (1, 1, 1, 2, 2, 128, True, PP),
+    (1, 129, 65, 4, 2, 128, True, PP),        # seqlen_q > seqlen_k: rows that see no key
+    (1, 65, 300, 4, 1, 64, True, PP),         # seqlen_q < seqlen_k, MQA
+    (1, 257, 383, 2, 2, 64, False, PP),       # keys not a multiple of 32 (V's copy padded)
+    (2, 777, 901, 8, 2, 128, False, PP3),     # GQA, three ring slots
+    (1, 300, 777, 2, 2, 256, True, PP_D256),
+    (1, 513, 259, 2, 2, 256, False, PP_D256),
+    (1, 4096, 4096, 2, 2, 128, True, (128, 128, 4, 2, False)),  # no ping-pong
+    (1, 2048, 2048, 2, 2, 64, False, (128, 64, 4, 3, True)),    # 64-key tiles
+]
+
+
+@gluon_only
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,blocks", GLUON_FP8_CASES,
+                         ids=[f"b{c[0]}-sq{c[1]}-sk{c[2]}-h{c[3]}/{c[4]}-d{c[5]}"
+                              f"{'-causal' if c[6] else ''}-m{c[7][0]}n{c[7][1]}s{c[7][3]}"
+                              f"{'-pingpong' if c[7][4] else ''}" for c in GLUON_FP8_CASES])
+def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
+    (q8, k8, v8), descales, deq = quantized_inputs(b, sq, sk, h, hk, d)
+    out, lse = attn_fwd_gluon(q8, k8, v8, make_params(d, causal=causal), *blocks,
+                              descale=torch.cat(descales))
+    check_fp8(out, lse, deq, causal)
+
+
+@gluon_only
+def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
+    """flash_attn_func on float8 inputs: the Gluon kernel at head dims 64/128/256 (its descales
+    passed on), the tl kernel elsewhere; both right."""
+    import flashtriton.kernels.fwd as fwd
+
+    calls = []
+    real = fwd.attn_fwd_gluon
+
+    def spy(*args, **kw):  # records the dispatch; the real kernel still runs
+        calls.append(kw.get("descale"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
+    no_call_plans(monkeypatch)
+    for d, expect_gluon in ((128, True), (64, True), (40, False)):
+        (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, 333, 333, 2, 2, d)
+        before = len(calls)
+        out, lse, _ = flash_attn_func(q8, k8, v8, causal=True, q_descale=qd, k_descale=kd,
+                                      v_descale=vd, return_attn_probs=True)
+        assert len(calls) == before + expect_gluon, d
+        if expect_gluon:
+            assert torch.equal(calls[-1], torch.cat([qd, kd, vd])), "descales not passed on"
+        check_fp8(out, lse, deq, True)
+
+
+@gluon_only
+def test_gluon_fp8_launcher_rejects():
+    (q8, k8, v8), descales, _ = quantized_inputs(1, 64, 64, 2, 2, 128)
+    params = make_params(128)
+    with pytest.raises(ValueError, match="need descale"):
+        attn_fwd_gluon(q8, k8, v8, params)
+    with pytest.raises(ValueError, match="persistent"):
+        attn_fwd_gluon(q8, k8, v8, params, persistent=True, descale=torch.cat(descales))
+    with pytest.raises(ValueError, match="multiple of 32"):
+        attn_fwd_gluon(q8, k8, v8, params, block_n=16, descale=torch.cat(descales))
+    x = randn(1, 64, 2, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="float8 inputs only"):
+        attn_fwd_gluon(x, x, x, params, descale=torch.ones(3, device=DEVICE))
+
+
+@pytest.mark.skipif(fp8_keys_minor is None, reason="this Triton has no Gluon")
+@pytest.mark.parametrize("seqlen_k", [64, 70, 1])
+def test_fp8_keys_minor_copy(seqlen_k):
+    """V's copy for the Gluon float8 forward: (B, Hk, D, keys padded to 32), zeros past the keys,
+    position 32c + i of the keys holding key 32c + FP8_KEY_ORDER[i]; FP8_KEY_ORDER maps bits
+    [h][t][a][e] (4, 3-2, 1, 0) to [h][a][t][e] (fwd_gluon_tile._p_operand's relabelling)."""
+    order = list(FP8_KEY_ORDER)
+    assert sorted(order) == list(range(32))
+    for pos in range(32):
+        h, t, a, e = pos >> 4, (pos >> 2) & 3, (pos >> 1) & 1, pos & 1
+        assert order[pos] == 16 * h + 8 * a + 2 * t + e
+    v = torch.randn(2, seqlen_k, 3, 8).to(FP8)
+    vt = fp8_keys_minor(v)
+    padded = -(-seqlen_k // 32) * 32
+    assert vt.shape == (2, 3, 8, padded) and vt.dtype == FP8 and vt.is_contiguous()
+    want = torch.zeros(2, 3, 8, padded)
+    for pos in range(padded):
+        key = pos // 32 * 32 + order[pos % 32]
+        if key < seqlen_k:
+            want[..., pos] = v[:, key].float()
+    assert torch.equal(vt.float(), want)
 
 
 def test_fp8_rejects():

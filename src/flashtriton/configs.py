@@ -236,6 +236,18 @@ _FWD_FP8 = {
     (128, False): KernelConfig(128, 64, 4, 2),   # 666
     (128, True): KernelConfig(128, 128, 8, 4),   # 596
 }
+# float8_e4m3fn forward in Gluon (kernels/fwd_gluon.py, one program per tile; V copied keys-minor
+# in fwd_gluon.fp8_keys_minor): two consumers of 64 rows with ping-pong, the 16-bit tile shapes
+# (d256: 64-key tiles, as its 16-bit forward). Compiled for sm_90a without spills
+# (``flashtriton sass --kernel gluon_fwd_fp8``); three consumers spill 1,096 bytes. Untuned.
+_FWD_GLUON_FP8 = {
+    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
+    (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
+}
 # Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
 # like the MMA accumulator: 128x128 w8 s3 308, s2 285, 128x64 w4 s2 280.
 _FWD_DROPOUT = {
@@ -485,10 +497,12 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     and under the interpreter): persistent at every length but at d256, which launches one
     program per tile from LONG_FWD_FROM keys;
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
-    THREE_CONSUMERS_FWD_FROM[causal] keys. The launcher still checks that the call is one the
-    kernel covers."""
+    THREE_CONSUMERS_FWD_FROM[causal] keys. float8_e4m3fn inputs: ``_FWD_GLUON_FP8``'s. The
+    launcher still checks that the call is one the kernel covers."""
     if dropout:
         return None
+    if dtype == torch.float8_e4m3fn:
+        return None if is_interpreting() else _FWD_GLUON_FP8.get((head_dim, bool(causal)))
     cfg = _gluon_config(_FWD_GLUON if seqlen_k < LONG_FWD_FROM else _FWD_GLUON_LONG, dtype,
                         head_dim, causal)
     if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM[bool(causal)]:

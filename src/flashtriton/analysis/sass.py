@@ -117,6 +117,22 @@ def _gluon_fwd(persistent: bool):
     return launch
 
 
+def _gluon_fwd_fp8(shape: Shape):
+    """The Gluon forward on float8_e4m3fn inputs (``shape.dtype`` is not read), its config from
+    ``configs._FWD_GLUON_FP8``."""
+    import torch
+
+    from flashtriton.configs import _FWD_GLUON_FP8, make_params
+    from flashtriton.kernels import fwd_gluon
+
+    cfg = shape.config or _FWD_GLUON_FP8[(shape.head_dim, shape.causal)]
+    fwd_gluon.attn_fwd_gluon(*_qkv(torch.float8_e4m3fn, shape.head_dim),
+                             make_params(shape.head_dim, causal=shape.causal),
+                             shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
+                             cfg.num_warps, cfg.num_stages, cfg.pingpong,
+                             descale=torch.ones(3))
+
+
 def _gluon_bwd(shape: Shape):
     import torch
 
@@ -181,6 +197,8 @@ KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
                            _gluon_fwd(False), "_attn_fwd_ws"),
+    "gluon_fwd_fp8": SassEntry("the Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
+                               _gluon_fwd_fp8, "_attn_fwd_ws"),
     "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, opt-in (kernels/fwd_gluon.py)",
                                       _gluon_fwd(True), "_attn_fwd_persistent"),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",

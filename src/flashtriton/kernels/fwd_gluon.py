@@ -44,7 +44,9 @@ _empty = torch.empty
 def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles):
     """The default partition (4 warps, 24 registers): streams K and V tiles through the
     STAGES-slot rings. A slot is refilled once every consumer has arrived on its ``empty``
-    barrier (their product that read it is done)."""
+    barrier (their product that read it is done). float8: V is keys-minor, (D, keys padded to
+    32) rows ``stride_vn`` apart, each 32 keys in ``fp8_key_order`` (the launcher's copy), and
+    its tiles are [HEAD_DIM, BLOCK_N]."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     # the sizes, read off the buffers' shapes (a constexpr in the args tuple arrives as an i1
     # value: a branch on it is folded away, but it cannot size or type anything)
@@ -52,13 +54,20 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     HEAD_DIM: gl.constexpr = k_smem.type.shape[2]
     kv_layout: gl.constexpr = k_smem.type.layout
+    FP8: gl.constexpr = k_smem.dtype.is_fp8()
     k_desc = tma.make_tensor_descriptor(K + k_base, shape=[seqlen_k, HEAD_DIM],
                                         strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM],
                                         layout=kv_layout)
-    v_desc = tma.make_tensor_descriptor(V + v_base, shape=[seqlen_k, HEAD_DIM],
-                                        strides=[stride_vn, 1], block_shape=[BLOCK_N, HEAD_DIM],
-                                        layout=kv_layout)
-    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+    if FP8:
+        v_desc = tma.make_tensor_descriptor(V + v_base, shape=[HEAD_DIM, gl.cdiv(seqlen_k, 32) * 32],
+                                            strides=[stride_vn, 1],
+                                            block_shape=[HEAD_DIM, BLOCK_N],
+                                            layout=v_smem.type.layout)
+    else:
+        v_desc = tma.make_tensor_descriptor(V + v_base, shape=[seqlen_k, HEAD_DIM],
+                                            strides=[stride_vn, 1],
+                                            block_shape=[BLOCK_N, HEAD_DIM], layout=kv_layout)
+    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * k_smem.dtype.primitive_bitwidth // 8
     for i in range(n_tiles):
         slot = i % STAGES
         phase = (i // STAGES) & 1
@@ -68,8 +77,12 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
                                         k_smem.index(slot))
         mbarrier.wait(v_empty.index(slot), phase ^ 1)
         mbarrier.expect(v_ready.index(slot), kv_bytes)
-        tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_ready.index(slot),
-                                        v_smem.index(slot))
+        if FP8:
+            tma.async_copy_global_to_shared(v_desc, [0, i * BLOCK_N], v_ready.index(slot),
+                                            v_smem.index(slot))
+        else:
+            tma.async_copy_global_to_shared(v_desc, [i * BLOCK_N, 0], v_ready.index(slot),
+                                            v_smem.index(slot))
 
 
 @gluon.jit
@@ -98,10 +111,13 @@ def _half_last(n_own, rows_end, seqlen_k, shift, BLOCK_N: gl.constexpr, HALF_TAI
 @gluon.jit
 def _ws_consumer(ring, args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
-    rings (``_attend_tile``). Writes its rows of O (through its Q buffer) and LSE."""
+    rings (``_attend_tile``). Writes its rows of O (through ``o_smem``: its Q buffer in 16 bits,
+    its own bfloat16 buffer for float8 inputs) and LSE. float8: the scores' scale takes the q and
+    k descales and O the v descale (``DESCALE``, three float32s on the device; 16-bit inputs
+    pass any pointer, never read)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
-    (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om, seqlen_q,
-     seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL) = args
+    (Q, O, LSE, q_smem, o_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om,
+     seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL, DESCALE) = args
     # the sizes, read off the buffers' shapes (a constexpr in the args tuple arrives as an i1
     # value: a branch on it is folded away, but it cannot size or type anything)
     BLOCK_M: gl.constexpr = q_smem.type.shape[1]
@@ -109,18 +125,22 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     dtype: gl.constexpr = Q.dtype.element_ty
     WARPS: gl.constexpr = gl.num_warps()
+    MMA_K: gl.constexpr = 256 // dtype.primitive_bitwidth  # a product's K step: 32 bytes
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
+                                                       instr_shape=[16, BLOCK_N, MMA_K])
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
 
+    FP8: gl.constexpr = dtype.is_fp8()
     rows0 = m0 + WG * BLOCK_M
     q_s = q_smem.index(WG)
     qb = q_bar.index(WG)
     q_desc = tma.make_tensor_descriptor(Q + q_base, shape=[seqlen_q, HEAD_DIM],
                                         strides=[stride_qm, 1], block_shape=[BLOCK_M, HEAD_DIM],
                                         layout=q_layout)
-    mbarrier.expect(qb, BLOCK_M * HEAD_DIM * 2)
+    if FP8:
+        qk_scale = qk_scale * gl.load(DESCALE) * gl.load(DESCALE + 1)
+    mbarrier.expect(qb, BLOCK_M * HEAD_DIM * dtype.primitive_bitwidth // 8)
     tma.async_copy_global_to_shared(q_desc, [rows0, 0], qb, q_s)
     _first_turn(turn, WG)
     # tiles [0, n_full) are visible to every row of this warpgroup (without a causal mask the
@@ -138,12 +158,16 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
                                  False, False, False, ones)
 
     out, lse = _normalize(acc, m_i, l_i)
+    if FP8:
+        out = out * gl.load(DESCALE + 2)
+    o_s = o_smem.index(WG)
     o_desc = tma.make_tensor_descriptor(O + o_base, shape=[seqlen_q, HEAD_DIM],
                                         strides=[stride_om, 1], block_shape=[BLOCK_M, HEAD_DIM],
-                                        layout=q_layout)
-    q_s.store(out.to(dtype))  # this warpgroup's Q buffer is free: its products have completed
+                                        layout=o_smem.type.layout)
+    # (16-bit: this warpgroup's Q buffer, free now: its products have completed)
+    o_s.store(out.to(O.dtype.element_ty))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [rows0, 0], q_s)
+    tma.async_copy_shared_to_global(o_desc, [rows0, 0], o_s)
     gl.store(LSE + l_base + offs_m, lse, mask=offs_m < seqlen_q)
     tma.store_wait(pendings=0)
 
@@ -190,14 +214,15 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                  stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
                  stride_lb, stride_lh, nheads, group, seqlen_q, seqlen_k, shift, qk_scale,
-                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 DESCALE, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
                  PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, ROWSUM_MMA: gl.constexpr,
                  HALF_TAIL: gl.constexpr):
     """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
     producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
     CONSUMER_WARPS warps (the consumers) own BLOCK_M rows each and share every K/V tile (see the
-    module docstring)."""
+    module docstring). float8_e4m3fn inputs: V keys-minor (``_ws_producer``), O bfloat16,
+    ``DESCALE`` the q, k, v descales (``_ws_consumer``)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     pid_m = gl.program_id(0)
@@ -224,7 +249,16 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, BLOCK_M, HEAD_DIM], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    if dtype.is_fp8():  # V keys-minor; O (bfloat16) in buffers of its own
+        vt_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, BLOCK_N], dtype)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, HEAD_DIM, BLOCK_N], vt_layout)
+        o_dtype: gl.constexpr = O.dtype.element_ty
+        o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM],
+                                                                      o_dtype)
+        o_smem = gl.allocate_shared_memory(o_dtype, [CONSUMERS, BLOCK_M, HEAD_DIM], o_layout)
+    else:
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+        o_smem = q_smem
     q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(CONSUMERS):
         mbarrier.init(q_bar.index(i), count=1)
@@ -234,8 +268,9 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
 
     ring = (k_smem, v_smem, k_ready, k_empty, v_ready, v_empty)
     loads = (ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_tiles)
-    work = (ring, (Q, O, LSE, q_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om,
-                   seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL))
+    work = (ring, (Q, O, LSE, q_smem, o_smem, q_bar, turn, q_base, o_base, l_base, stride_qm,
+                   stride_om, seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL,
+                   DESCALE))
     # the default partition (4 warps: Gluon's minimum) is the producer; the consumers are workers
     if CONSUMERS == 3:
         gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work),
@@ -598,16 +633,37 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
-    """Does the Gluon kernel cover this call? 16-bit, head dims equal and 64, 128 or 256, no
-    mask, softcap, ALiBi, dropout or left window, causal or not, dense layout, a Hopper GPU
-    (sm_90: the kernel uses warpgroup MMAs), tensor-descriptor-ready strides."""
-    return (not is_interpreting() and q.dtype in (torch.float16, torch.bfloat16)
+    """Does the Gluon kernel cover this call? 16-bit or float8_e4m3fn, head dims equal and 64,
+    128 or 256, no mask, softcap, ALiBi, dropout or left window, causal or not, dense layout, a
+    Hopper GPU (sm_90: the kernel uses warpgroup MMAs), tensor-descriptor-ready strides."""
+    return (not is_interpreting()
+            and q.dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn)
             and cuda_major(q.device) == 9
             and not varlen and attn_mask is None and alibi_slopes is None
             and params.softcap == 0 and params.dropout_p == 0 and not params.has_left
             and params.window_right in (-1, 0) and params.softmax_scale > 0
             and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.shape[-1] in (64, 128, 256)
             and tma_ready(q, k, v))
+
+
+# float8's P·V operand: the key each position of a 32-key group of V's keys-minor copy holds
+# (``fwd_gluon_tile._p_operand``): position [h][t][a][e] (bits 4, 3-2, 1, 0) holds key [h][a][t][e].
+FP8_KEY_ORDER = tuple((k & 16) | ((k >> 1) & 1) << 3 | ((k >> 2) & 3) << 1 | (k & 1)
+                      for k in range(32))
+
+
+def fp8_keys_minor(v):
+    """float8 V (B, Sk, Hk, D) copied keys-minor for the Gluon forward: (B, Hk, D, Sk padded to
+    32, zeros past Sk), each 32 keys in ``FP8_KEY_ORDER``. One pass over V (two where Sk is not a
+    multiple of 32), small next to the attention. Returns the copy."""
+    batch, seqlen_k, nheads_k, d = v.shape
+    padded = cdiv(seqlen_k, 32) * 32
+    src = v.permute(0, 2, 3, 1)
+    if padded != seqlen_k:
+        src = torch.cat([src, src.new_zeros((batch, nheads_k, d, padded - seqlen_k))], dim=-1)
+    order = torch.tensor(FP8_KEY_ORDER, device=v.device)
+    groups = src.reshape(batch, nheads_k, d, padded // 32, 32)
+    return groups.view(torch.uint8)[..., order].view(v.dtype).reshape(batch, nheads_k, d, padded)
 
 
 def fast_divisor(d: int) -> int:
@@ -653,7 +709,7 @@ ROWSUM_MMA_HEAD_DIMS = (64,)
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
                    tile_order: str | None = None, plan_key=None, rowsum_mma: bool | None = None,
-                   half_tail: bool | None = None):
+                   half_tail: bool | None = None, descale=None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings (head dim 256: two
@@ -671,6 +727,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     (``fwd_gluon_tile._half_tail``); by default with a causal mask where a consumer's rows are
     half a key tile (block_n = 2 · block_m / consumers: the d64 and d128 configs); head dims 64
     and 128 only.
+    float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
+    device, and o bfloat16; one program per tile (not ``persistent``), row sums in float32, whole
+    key tiles; V is copied keys-minor (``fp8_keys_minor``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -679,6 +738,20 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                          f"consumer's {rows} rows must be a multiple of 16·num_warps (three "
                          f"consumers: 4 warps each)")
     d = q.shape[-1]
+    fp8 = q.dtype == torch.float8_e4m3fn
+    if fp8:
+        if descale is None:
+            raise ValueError("attn_fwd_gluon: float8 inputs need descale (q, k, v descales)")
+        if persistent or rowsum_mma or half_tail:
+            raise ValueError("attn_fwd_gluon: float8 runs one program per tile, row sums in "
+                             "float32 and whole key tiles: persistent, rowsum_mma and "
+                             "half_tail are not built for it")
+        if block_n % 32:
+            raise ValueError(f"attn_fwd_gluon: float8 needs block_n a multiple of 32 (the "
+                             f"products' key steps), got {block_n}")
+        rowsum_mma = half_tail = False
+    elif descale is not None:
+        raise ValueError(f"attn_fwd_gluon: descale applies to float8 inputs only (q is {q.dtype})")
     if d == 256 and consumers == 3:
         raise ValueError("attn_fwd_gluon: head dim 256 runs two consumers (a third Q buffer "
                          "does not fit in shared memory)")
@@ -704,12 +777,18 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     ensure_allocator()  # the kernel builds its TMA descriptors on the device
     batch, seqlen_q, nheads, d = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
-    o = _empty((batch, seqlen_q, nheads, d), dtype=q.dtype, device=q.device)
+    o = _empty((batch, seqlen_q, nheads, d), dtype=torch.bfloat16 if fp8 else q.dtype,
+               device=q.device)
     lse = _empty((batch, nheads, seqlen_q), dtype=torch.float32, device=q.device)
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     # the consumers and a producer warpgroup share the SM's 64K registers
     maxnreg = (65536 // ((consumers * num_warps + 4) * 32)) // 8 * 8
-    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
+    if fp8:  # the kernel's stride_vn: between the copy's head-dim rows
+        v = fp8_keys_minor(v)
+        v_strides = (v.stride(0), v.stride(2), v.stride(1))
+    else:
+        v_strides = v.stride()[:3]
+    strides = (*q.stride()[:3], *k.stride()[:3], *v_strides, *o.stride()[:3],
                *lse.stride()[:2])
     meta = dict(HEAD_DIM=d, BLOCK_M=rows, BLOCK_N=block_n, STAGES=num_stages,
                 CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, CONSUMERS=consumers,
@@ -740,7 +819,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     else:
         kernel, grid = _attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads)
         rest = (*strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
-                params.softmax_scale * LOG2E)
+                params.softmax_scale * LOG2E, 0 if descale is None else descale)
     entry = launch(kernel, grid, q, k, v, o, lse, *rest, **meta)
     if plan_key is not None and entry is not None:
         store_plan(plan_key, (entry, grid3(grid), o.shape, lse.shape, rest))

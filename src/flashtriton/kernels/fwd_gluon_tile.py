@@ -166,13 +166,17 @@ _RESCALE_CONSTRAINTS = gl.constexpr({n: _rescale_asm(n)[1] for n in (32, 64, 128
 
 
 @gluon.jit
-def _to_16bit(p, dtype: gl.constexpr, PACKED: gl.constexpr):
-    """``p.to(dtype)`` for the P·V product's register operand, two values per instruction into
-    one 32-bit register in operand order. (``p.to`` is lowered to one conversion per value,
+def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
+    """``p.to(dtype)`` for the P·V product's register operand. 16-bit, two values per instruction
+    into one 32-bit register in operand order. (``p.to`` is lowered to one conversion per value,
     and ptxas then packs each pair with its halves swapped and swaps them back with a ``PRMT``
     before the product: 32 instructions per consumer and step at d64.) ``PACKED`` false: ``p.to``
-    (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68)."""
-    if not PACKED:
+    (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68).
+    float8_e4m3fn: ``p.to``, rounded to nearest and saturated at e4m3's largest finite value
+    (448; P is at most 2^RESCALE_SLACK = 256)."""
+    if dtype.is_fp8():
+        return p.to(dtype)
+    elif not PACKED:
         return p.to(dtype)
     elif dtype == gl.bfloat16:
         return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
@@ -180,6 +184,27 @@ def _to_16bit(p, dtype: gl.constexpr, PACKED: gl.constexpr):
     else:
         return gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p],
                                          dtype=dtype.value, is_pure=True, pack=2)
+
+
+@gluon.jit
+def _p_operand(p_cast, p_layout: gl.constexpr):
+    """P (cast, ``_to_operand``, in the scores' accumulator layout) as the register A operand of
+    ``P V``. 16-bit: a layout conversion (each thread already holds its operand values).
+    float8: a thread's accumulator holds, in each 32 keys, columns {2t, 2t+1, 2t+8, 2t+9} + 16h
+    (t = lane % 4, h = 0, 1), and the operand wants keys {4t .. 4t+3} + 16h: the columns are
+    relabelled (bits [h][a][t][e] of a column, a its 8s bit and e its 1s bit, read as key
+    [h][t][a][e]) so that the conversion moves nothing between threads, and V's keys are
+    stored in the same order by the launcher (``fp8_key_order``: V keys-minor, each 32 keys
+    permuted). The layouts only relabel registers (``assert_trivial``)."""
+    if p_cast.dtype.is_fp8():
+        BLOCK_M: gl.constexpr = p_cast.type.shape[0]
+        BLOCK_N: gl.constexpr = p_cast.type.shape[1]
+        x = gl.reshape(p_cast, [BLOCK_M, BLOCK_N // 32, 2, 2, 4, 2])
+        x = gl.permute(x, (0, 1, 2, 4, 3, 5))
+        return gl.convert_layout(gl.reshape(x, [BLOCK_M, BLOCK_N]), p_layout,
+                                 assert_trivial=True)
+    else:
+        return gl.convert_layout(p_cast, p_layout)
 
 
 @gluon.jit
@@ -225,9 +250,13 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
 def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.constexpr):
     """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
     same P operand), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
-    ``_release``'s ``OWN``). Returns (acc, l_acc)."""
+    ``_release``'s ``OWN``). Returns (acc, l_acc). A float8 P is not among the wait's
+    dependencies: Triton's wait takes 16-, 32- and 64-bit values only (ptxas keeps an
+    in-flight product's operand registers for it)."""
     if ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
+    elif p_op.dtype.is_fp8():
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     else:
         acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
     _release(v_free, OWN_V)
@@ -276,9 +305,12 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     dtype: gl.constexpr = q_s.dtype
     s_layout: gl.constexpr = zero_s.type.layout
     WARPS: gl.constexpr = gl.num_warps()
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1],
+        instr_shape=[16, HEAD_DIM, 256 // dtype.primitive_bitwidth])  # K steps of 32 bytes
+    # (a 32-bit register holds two 16-bit operand values or four float8 ones)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout,
+                                                 k_width=32 // dtype.primitive_bitwidth)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
@@ -300,7 +332,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA)
-        p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
+        p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1 - n_half):
             slot = (kv + j) % STAGES
             nslot = (kv + j + 1) % STAGES
@@ -311,10 +343,13 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                 zero_s, use_acc=False, is_async=True)
             acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-            p_op = gl.convert_layout(p16, p_layout)
+            p_op = _p_operand(p16, p_layout)
             mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                                is_async=True)
+            if dtype.is_fp8():  # keys-minor, [HEAD_DIM, BLOCK_N]: read transposed
+                v_op = v_smem.index(slot).permute((1, 0))
+            else:
+                v_op = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+            acc = warpgroup_mma(p_op, v_op, acc, is_async=True)
             if ROWSUM_MMA:
                 l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
             if PINGPONG:
@@ -325,12 +360,13 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
             if not LATE_CVT:
-                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
+                p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
             acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
                                     OWN_V)
             if LATE_CVT:
-                p16 = _to_16bit(p, dtype, HEAD_DIM <= 128)
-        if n_half > 0:
+                p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
+        # (float8 runs whole tiles: the constant False keeps the half step out of its code)
+        if not dtype.is_fp8() and n_half > 0:
             acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                                        acc, l_acc, p16, alpha, m_i, l_i, kv + n_own - 1,
                                        offs_m, (n_own - 1) * BLOCK_N, seqlen_k, shift,
@@ -339,10 +375,13 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         else:
             slot = (kv + n_own - 1) % STAGES
             acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-            p_op = gl.convert_layout(p16, p_layout)
+            p_op = _p_operand(p16, p_layout)
             mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
-            acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
-                                is_async=True)
+            if dtype.is_fp8():  # keys-minor, [HEAD_DIM, BLOCK_N]: read transposed
+                v_op = v_smem.index(slot).permute((1, 0))
+            else:
+                v_op = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
+            acc = warpgroup_mma(p_op, v_op, acc, is_async=True)
             if ROWSUM_MMA:
                 l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
                 acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
@@ -414,7 +453,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
                       gl.zeros([BLOCK_M, HALF], gl.float32, layout=h_layout), use_acc=False,
                       is_async=True)
     acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-    p_op = gl.convert_layout(p16, p_layout)
+    p_op = _p_operand(p16, p_layout)
     mbarrier.wait(v_ready.index(slot), ((last - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                         is_async=True)
@@ -429,16 +468,16 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
                                          gl.convert_layout(offs_m, row_h), start_n, seqlen_k,
                                          shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
     if not LATE_CVT:
-        p16 = _to_16bit(p, dtype, True)
+        p16 = _to_operand(p, dtype, True)
     acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA, OWN_V)
     if LATE_CVT:
-        p16 = _to_16bit(p, dtype, True)
+        p16 = _to_operand(p, dtype, True)
     if ROWSUM_MMA:
         # the sums so far (any of the 8 columns), rescaled, plus the half step's
         l_h = gl.convert_layout(gl.max(l_acc, 1), row_h) * alpha + gl.sum(p16.to(gl.float32), 1)
     # the last product: P on the first half of the last V tile
     acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-    p_op = gl.convert_layout(p16, p_layout)
+    p_op = _p_operand(p16, p_layout)
     mbarrier.wait(v_ready.index(hslot), (last // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF),
                         acc, is_async=True)
