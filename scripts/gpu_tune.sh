@@ -124,7 +124,7 @@ for name in $SWEEPS; do
         --fwd-space "'128:32;8;2;tma|128:64;8;1,2;tma|64:64;4;2;tma'" ;;
     fwd-fp8) sweep fwd-fp8 45 --pass fwd --headdims 128 --seqlens 16384 --dtype fp8 \
         --fwd-space "'128:128;8;2,3,4;tma|128:64;4,8;2;tma|128:256;8;2;tma'" ;;
-    fwd-fp8-gluon) sweep fwd-fp8-gluon 150 --pass fwd --headdims 64,128,256 --seqlens 16384 --dtype fp8 \
+    fwd-fp8-gluon) sweep fwd-fp8-gluon 120 --pass fwd --headdims 64,128,256 --seqlens 16384 --dtype fp8 \
         --fwd-space "'128:128;4;2,3;gluonpp|128:64;4;2,3;gluonpp|128:128;4;2;gluon|128:128;8;2;tma|128:64;4;2;tma'" ;;
     dropout) sweep dropout 75 --pass fwd,bwd --headdims 128 --seqlens 16384 --causal 0 --dropout 0.1 \
         --fwd-space "'128:128;8;2,3;tma|128:64;8;2;tma|128:64;4;2;tma'" \
