@@ -210,6 +210,23 @@ def test_gluon_forward_d256_fits_an_sm():
     assert r["stale_descriptors"] == [], r["stale_descriptors"]
 
 
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_gluon_float8_forward_entry_compiles(head_dim):
+    """The Gluon forward on float8 inputs as shipped: float8 warpgroup MMAs only (QGMMA), within
+    an H200 block's shared memory, no spills, MMAs not serialized (P's operand registers are
+    left out of the wait's dependencies, fwd_gluon_tile._retire_pv), and P reaching its
+    product without passing through shared memory (the relabelling of _p_operand: a layout
+    conversion that moved values between threads would go through it)."""
+    r = _sass("--kernel", "gluon_fwd_fp8", "--headdim", str(head_dim))
+    assert r["kernel"] == "_attn_fwd_ws" and r["dtype"] == "float8_e4m3fn"
+    assert r["instructions"]["QGMMA"] > 0 and r["instructions"]["HGMMA"] == 0
+    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
+    assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
+    assert r["mma_loops"], "no MMA loop found"
+    for loop in r["mma_loops"]:
+        assert loop["shared_stores"] == 0 and loop["local_stores"] == 0, loop
+
+
 def _consumer_loops(loops, mma, spread):
     """The two consumer warpgroups' step loops of a head-dim-256 backward kernel: ``mma``
     warpgroup MMAs each, no wgmma descriptor moved from ordinary to uniform registers at each

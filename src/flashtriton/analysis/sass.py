@@ -64,13 +64,15 @@ class Shape:
 class SassEntry:
     """``launch(shape)`` calls a launcher on CPU tensors; the launches of ``kernel`` are
     compiled (the first one unless ``index`` says otherwise); ``head_dim``: the head dim the
-    CLI compiles when ``--headdim`` is not given."""
+    CLI compiles when ``--headdim`` is not given; ``dtype``: the inputs' dtype where the entry
+    takes only one (``--dtype`` is then not read)."""
 
     description: str
     launch: Callable
     kernel: str
     index: int = 0
     head_dim: int = 128
+    dtype: str | None = None
 
 
 def _qkv(dtype, head_dim, seqlen=256, heads=2):
@@ -118,15 +120,14 @@ def _gluon_fwd(persistent: bool):
 
 
 def _gluon_fwd_fp8(shape: Shape):
-    """The Gluon forward on float8_e4m3fn inputs (``shape.dtype`` is not read), its config from
-    ``configs._FWD_GLUON_FP8``."""
+    """The Gluon forward on float8_e4m3fn inputs, its config from ``configs._FWD_GLUON_FP8``."""
     import torch
 
     from flashtriton.configs import _FWD_GLUON_FP8, make_params
     from flashtriton.kernels import fwd_gluon
 
     cfg = shape.config or _FWD_GLUON_FP8[(shape.head_dim, shape.causal)]
-    fwd_gluon.attn_fwd_gluon(*_qkv(torch.float8_e4m3fn, shape.head_dim),
+    fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
                              make_params(shape.head_dim, causal=shape.causal),
                              shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
                              cfg.num_warps, cfg.num_stages, cfg.pingpong,
@@ -198,7 +199,7 @@ KERNELS: dict[str, SassEntry] = {
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
                            _gluon_fwd(False), "_attn_fwd_ws"),
     "gluon_fwd_fp8": SassEntry("the Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
-                               _gluon_fwd_fp8, "_attn_fwd_ws"),
+                               _gluon_fwd_fp8, "_attn_fwd_ws", dtype="float8_e4m3fn"),
     "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, opt-in (kernels/fwd_gluon.py)",
                                       _gluon_fwd(True), "_attn_fwd_persistent"),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
@@ -552,6 +553,7 @@ def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim:
     if name not in KERNELS:
         raise ValueError(f"kernel: unknown {name!r}; known: {', '.join(KERNELS)}")
     entry = KERNELS[name]
+    dtype = entry.dtype or dtype
     shape = Shape(getattr(torch, dtype), head_dim, block_m, block_n, allow_tf32)
     launches = capture_launches(lambda: entry.launch(shape), loads)
     launches = [x for x in launches if x["name"] == entry.kernel]
