@@ -1,0 +1,107 @@
+"""Where the float8 forward's time goes, on the GPU: V's keys-minor copy alone, the Gluon
+launch with it (what a caller pays), the Gluon kernel on a copy made beforehand, the portable
+tl kernel (its own copy included) and our bf16 forward, at the bench's 16k problem (batch·seqlen
+16384 tokens, heads·headdim 2048) for each head dim and mask, in interleaved rounds (each
+provider once a round; a row's time is the median of its rounds). Every output is checked
+first against SDPA on the same values in bf16 (relative error below 6e-2, as scripts/tune.py).
+
+    PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
+        [--headdims 64,128,256] [--seqlen 16384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+from triton.testing import do_bench
+
+from flashtriton.configs import KernelConfig, gluon_fwd_config, make_params, tuned_fwd_config
+from flashtriton.kernels import fwd_gluon
+from flashtriton.kernels.fwd import attn_fwd
+
+
+def rel_err(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--headdims", default="64,128,256")
+    ap.add_argument("--seqlen", type=int, default=16384)
+    ap.add_argument("--warmup-ms", type=int, default=1000)
+    args = ap.parse_args(argv)
+    fp8 = torch.float8_e4m3fn
+    rows = []
+    for d in map(int, args.headdims.split(",")):
+        for causal in (False, True):
+            b, s, h = 16384 // args.seqlen, args.seqlen, 2048 // d
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16).to(fp8)
+                       for _ in range(3))
+            q16, k16, v16 = (t.to(torch.bfloat16) for t in (q, k, v))
+            ref = torch.nn.functional.scaled_dot_product_attention(
+                *(t.transpose(1, 2) for t in (q16, k16, v16)), is_causal=causal).transpose(1, 2)
+            params = make_params(d, causal=causal)
+            descale = torch.ones(3, device="cuda")
+            cfg = gluon_fwd_config(fp8, d, causal)
+            tl_cfg = tuned_fwd_config(fp8, d, causal)
+            copy = fwd_gluon.fp8_keys_minor(v)
+            made = fwd_gluon.fp8_keys_minor
+
+            def gluon_kernel_only():
+                fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
+                try:
+                    return fwd_gluon.attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n,
+                                                    cfg.num_warps, cfg.num_stages, cfg.pingpong,
+                                                    descale=descale)
+                finally:
+                    fwd_gluon.fp8_keys_minor = made
+
+            providers = {
+                "v_copy": lambda: made(v),
+                "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale),
+                "fp8_gluon_kernel": gluon_kernel_only,
+                "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
+                                           config=KernelConfig(**{**tl_cfg.__dict__,
+                                                                  "gluon": False})),
+                "bf16": lambda: attn_fwd(q16, k16, v16, params),
+            }
+            checked = {}
+            for name, fn in providers.items():
+                if name == "v_copy":
+                    ok = torch.equal(fn().view(torch.uint8), copy.view(torch.uint8))
+                    err = 0.0 if ok else float("nan")
+                else:
+                    err = rel_err(fn()[0], ref)
+                    ok = err < 6e-2
+                checked[name] = (ok, err)
+            times = {name: [] for name, (ok, _) in checked.items() if ok}
+            for _ in range(args.rounds):
+                for name in times:
+                    times[name].append(do_bench(providers[name], warmup=args.warmup_ms, rep=100))
+            flop = 4 * b * h * s * s * d / (2 if causal else 1)
+            for name, (ok, err) in checked.items():
+                ms = statistics.median(times[name]) if ok else None
+                rows.append(dict(headdim=d, causal=causal, seqlen=s, batch=b, heads=h,
+                                 provider=name, status="ok" if ok else "wrong", err=err, ms=ms,
+                                 rounds_ms=times.get(name),
+                                 tflops=None if ms is None or name == "v_copy"
+                                 else flop / ms / 1e9,
+                                 config=str(cfg) if name.startswith("fp8_gluon") else
+                                 str(tl_cfg) if name == "fp8_tl" else None))
+            line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
+                f" {r['tflops']:.1f}" if r['tflops'] else "") if r["ms"] else
+                f"{r['provider']} WRONG {r['err']:.2e}" for r in rows[-len(checked):])
+            print(f"d{d} {'causal' if causal else 'full  '}: {line}", flush=True)
+            with open(args.out, "w") as f:
+                json.dump({"meta": {"gpu": torch.cuda.get_device_name(),
+                                    "torch": torch.__version__}, "results": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
