@@ -18,10 +18,12 @@ from flashtriton.configs import make_params
 from flashtriton.reference import attention_ref, visible_mask
 from helpers import DEVICE, assert_close, no_call_plans, randn
 
+from flashtriton.kernels.keys_minor import ORDER, keys_minor
+
 try:  # Gluon is in Triton 3.5 and newer
-    from flashtriton.kernels.fwd_gluon import FP8_KEY_ORDER, attn_fwd_gluon, fp8_keys_minor
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 except ImportError:
-    FP8_KEY_ORDER = attn_fwd_gluon = fp8_keys_minor = None
+    attn_fwd_gluon = None
 
 gluon_only = pytest.mark.skipif(
     DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
@@ -164,27 +166,36 @@ def test_gluon_fp8_launcher_rejects():
         attn_fwd_gluon(x, x, x, params, descale=torch.ones(3, device=DEVICE))
 
 
-@pytest.mark.skipif(fp8_keys_minor is None, reason="this Triton has no Gluon")
-@pytest.mark.parametrize("seqlen_k", [64, 70, 1])
-def test_fp8_keys_minor_copy(seqlen_k):
-    """V's copy for the Gluon float8 forward: (B, Hk, D, keys padded to 32), zeros past the keys,
-    position 32c + i of the keys holding key 32c + FP8_KEY_ORDER[i]; FP8_KEY_ORDER maps bits
-    [h][t][a][e] (4, 3-2, 1, 0) to [h][a][t][e] (fwd_gluon_tile._p_operand's relabelling)."""
-    order = list(FP8_KEY_ORDER)
-    assert sorted(order) == list(range(32))
+@pytest.mark.parametrize("seqlen_k,pad_to,group_order",
+                         [(64, 32, True), (70, 32, True), (1, 32, True), (70, 16, False),
+                          (33, 16, False)])
+def test_keys_minor_copy(seqlen_k, pad_to, group_order):
+    """V's keys-minor copy for the float8 forwards (the Triton kernel kernels/keys_minor.py):
+    (B, Hk, D, keys padded), zeros past the keys; with ``group_order`` (the Gluon forward's)
+    position 32c + i holds key 32c + ORDER[i], ORDER mapping bits [h][t][a][e] (4, 3-2, 1, 0)
+    to [h][a][t][e] (fwd_gluon_tile._p_operand's relabelling); without, key i at i."""
+    assert sorted(ORDER) == list(range(32))
     for pos in range(32):
         h, t, a, e = pos >> 4, (pos >> 2) & 3, (pos >> 1) & 1, pos & 1
-        assert order[pos] == 16 * h + 8 * a + 2 * t + e
-    v = torch.randn(2, seqlen_k, 3, 8).to(FP8)
-    vt = fp8_keys_minor(v)
-    padded = -(-seqlen_k // 32) * 32
-    assert vt.shape == (2, 3, 8, padded) and vt.dtype == FP8 and vt.is_contiguous()
-    want = torch.zeros(2, 3, 8, padded)
+        assert ORDER[pos] == 16 * h + 8 * a + 2 * t + e
+    v = randn(2, seqlen_k, 3, 40, dtype=torch.float32).to(FP8)
+    vt = keys_minor(v, pad_to, group_order=group_order)
+    padded = -(-seqlen_k // pad_to) * pad_to
+    assert vt.shape == (2, 3, 40, padded) and vt.dtype == FP8 and vt.is_contiguous()
+    want = torch.zeros(2, 3, 40, padded)
     for pos in range(padded):
-        key = pos // 32 * 32 + order[pos % 32]
+        key = pos // 32 * 32 + ORDER[pos % 32] if group_order else pos
         if key < seqlen_k:
-            want[..., pos] = v[:, key].float()
-    assert torch.equal(vt.float(), want)
+            want[..., pos] = v[:, key].float().cpu()
+    assert torch.equal(vt.float().cpu(), want)
+
+
+def test_keys_minor_rejects():
+    v = torch.zeros(1, 8, 1, 16, dtype=FP8, device=DEVICE)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        keys_minor(v, 16, group_order=True)
+    with pytest.raises(ValueError, match="contiguous"):
+        keys_minor(v.transpose(1, 3), 16)
 
 
 def test_fp8_rejects():

@@ -27,6 +27,7 @@ from flashtriton.kernels.common import (LOG2E, cdiv, diagonal_shift, dot_flags, 
                                         may_plan, mma, plan_key, query_tile_program, scores_log2,
                                         sequence_bounds, softmax_step, softmax_step_fused,
                                         tma_ready)
+from flashtriton.kernels.keys_minor import keys_minor
 
 
 # Every output buffer comes from here; tests replace it with a NaN-filling allocator so that
@@ -309,12 +310,10 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
 
 def _keys_minor(v):
     """V (B, Sk, Hk, Dv) copied to a (B, Hk, Dv, Sk) layout, keys contiguous, the key stride
-    padded to 16 bytes (tensor descriptors need 16-byte row strides). Returns the copy and the
-    kernel's (b, n, h, d) strides. One pass over V, small next to the attention itself."""
-    batch, seqlen_k, nheads_k, dv = v.shape
-    padded = cdiv(seqlen_k, 16) * 16
-    vt = torch.empty((batch, nheads_k, dv, padded), dtype=v.dtype, device=v.device)
-    vt[..., :seqlen_k].copy_(v.permute(0, 2, 3, 1))
+    padded to 16 bytes (tensor descriptors need 16-byte row strides; ``keys_minor``, one pass
+    over V, small next to the attention itself). Returns the copy and the kernel's (b, n, h, d)
+    strides."""
+    vt = keys_minor(v, 16)
     return vt, (vt.stride(0), 1, vt.stride(1), vt.stride(2))
 
 

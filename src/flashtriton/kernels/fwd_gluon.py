@@ -36,6 +36,7 @@ from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
 from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile, _turn
+from flashtriton.kernels.keys_minor import keys_minor
 
 _empty = torch.empty
 
@@ -45,7 +46,7 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
     """The default partition (4 warps, 24 registers): streams K and V tiles through the
     STAGES-slot rings. A slot is refilled once every consumer has arrived on its ``empty``
     barrier (their product that read it is done). float8: V is keys-minor, (D, keys padded to
-    32) rows ``stride_vn`` apart, each 32 keys in ``fp8_key_order`` (the launcher's copy), and
+    32) rows ``stride_vn`` apart, each 32 keys in ``keys_minor.ORDER`` (the launcher's copy), and
     its tiles are [HEAD_DIM, BLOCK_N]."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     # the sizes, read off the buffers' shapes (a constexpr in the args tuple arrives as an i1
@@ -646,24 +647,10 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
             and tma_ready(q, k, v))
 
 
-# float8's P·V operand: the key each position of a 32-key group of V's keys-minor copy holds
-# (``fwd_gluon_tile._p_operand``): position [h][t][a][e] (bits 4, 3-2, 1, 0) holds key [h][a][t][e].
-FP8_KEY_ORDER = tuple((k & 16) | ((k >> 1) & 1) << 3 | ((k >> 2) & 3) << 1 | (k & 1)
-                      for k in range(32))
-
-
 def fp8_keys_minor(v):
     """float8 V (B, Sk, Hk, D) copied keys-minor for the Gluon forward: (B, Hk, D, Sk padded to
-    32, zeros past Sk), each 32 keys in ``FP8_KEY_ORDER``. One pass over V (two where Sk is not a
-    multiple of 32), small next to the attention. Returns the copy."""
-    batch, seqlen_k, nheads_k, d = v.shape
-    padded = cdiv(seqlen_k, 32) * 32
-    src = v.permute(0, 2, 3, 1)
-    if padded != seqlen_k:
-        src = torch.cat([src, src.new_zeros((batch, nheads_k, d, padded - seqlen_k))], dim=-1)
-    order = torch.tensor(FP8_KEY_ORDER, device=v.device)
-    groups = src.reshape(batch, nheads_k, d, padded // 32, 32)
-    return groups.view(torch.uint8)[..., order].view(v.dtype).reshape(batch, nheads_k, d, padded)
+    32, zeros past Sk), each 32 keys in ``keys_minor.ORDER`` (one Triton kernel, one pass)."""
+    return keys_minor(v, 32, group_order=True)
 
 
 def fast_divisor(d: int) -> int:

@@ -194,8 +194,8 @@ def _p_operand(p_cast, p_layout: gl.constexpr):
     (t = lane % 4, h = 0, 1), and the operand wants keys {4t .. 4t+3} + 16h: the columns are
     relabelled (bits [h][a][t][e] of a column, a its 8s bit and e its 1s bit, read as key
     [h][t][a][e]) so that the conversion moves nothing between threads, and V's keys are
-    stored in the same order by the launcher (``fp8_key_order``: V keys-minor, each 32 keys
-    permuted). The layouts only relabel registers (``assert_trivial``)."""
+    stored in the same order by the launcher (V keys-minor, each 32 keys in
+    ``keys_minor.ORDER``). The layouts only relabel registers (``assert_trivial``)."""
     if p_cast.dtype.is_fp8():
         BLOCK_M: gl.constexpr = p_cast.type.shape[0]
         BLOCK_N: gl.constexpr = p_cast.type.shape[1]
