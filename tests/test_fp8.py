@@ -13,7 +13,7 @@ interpreter cannot run Gluon). The copy of V it reads (``fp8_keys_minor``) is ch
 import pytest
 import torch
 
-from flashtriton import flash_attn_func
+from flashtriton import configs, flash_attn_func
 from flashtriton.configs import make_params
 from flashtriton.reference import attention_ref, visible_mask
 from helpers import DEVICE, assert_close, no_call_plans, randn
@@ -66,9 +66,23 @@ def quantized_inputs(b, sq, sk, h, hk, d):
     return (q8, k8, v8), (qd, kd, vd), deq
 
 
+def lse_bound(q, k):
+    """How far a float8 kernel's lse may be from the float64 one: 1e-3, plus what the float8
+    tensor cores lose on the scores. The lse moves by a softmax-weighted mean of the scores'
+    errors, and the tensor cores' float8 products (their sums kept to about 13 bits) were off
+    by up to 7.6e-4 (2^-10.4) of the largest product sum at K = 256 through cuBLAS
+    (scripts/fp8_errors.py, docs/perf-log.md, session 65): 2^-10 of the largest |score|, in
+    natural-log units, from the dequantized float64 q and k."""
+    d = q.shape[-1]
+    group = q.shape[2] // k.shape[2]
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k.repeat_interleave(group, dim=2)) / d ** 0.5
+    return 1e-3 + 2.0 ** -10 * s.abs().max().item()
+
+
 def check_fp8(out, lse, deq, causal):
     """out against the float64 reference by the STYLE.md rule (the low-precision side:
-    ``torch_fp8_attention``); lse with the reference's -inf pattern and within 1e-3 elsewhere."""
+    ``torch_fp8_attention``); lse with the reference's -inf pattern and within ``lse_bound``
+    elsewhere."""
     assert out.dtype == torch.bfloat16
     ref, ref_lse = attention_ref(*deq, causal=causal)
     lowp = torch_fp8_attention(*[x.float() for x in deq], causal=causal)
@@ -76,7 +90,7 @@ def check_fp8(out, lse, deq, causal):
     finite = torch.isfinite(ref_lse)
     assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
     err = (lse[finite].double() - ref_lse[finite].double()).abs().max()
-    assert err < 1e-3, err
+    assert err < lse_bound(deq[0], deq[1]), err
 
 
 @pytest.mark.parametrize("shape,causal", [((1, 65, 47, 2, 64), False), ((2, 33, 70, 2, 40), True),
@@ -127,8 +141,8 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
 
 @gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
-    """flash_attn_func on float8 inputs: the Gluon kernel at head dims 64/128/256 (its descales
-    passed on), the tl kernel elsewhere; both right."""
+    """flash_attn_func on float8 inputs: the Gluon kernel where ``configs._FWD_GLUON_FP8`` has
+    an entry (d128 causal, d256; its descales passed on), the tl kernel elsewhere; both right."""
     import flashtriton.kernels.fwd as fwd
 
     calls = []
@@ -140,15 +154,17 @@ def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
 
     monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
     no_call_plans(monkeypatch)
-    for d, expect_gluon in ((128, True), (64, True), (40, False)):
+    for d, causal in ((128, True), (256, False), (256, True), (128, False), (64, True),
+                      (40, True)):
         (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, 333, 333, 2, 2, d)
         before = len(calls)
-        out, lse, _ = flash_attn_func(q8, k8, v8, causal=True, q_descale=qd, k_descale=kd,
+        out, lse, _ = flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                       v_descale=vd, return_attn_probs=True)
-        assert len(calls) == before + expect_gluon, d
+        expect_gluon = (d, causal) in configs._FWD_GLUON_FP8
+        assert len(calls) == before + expect_gluon, (d, causal)
         if expect_gluon:
             assert torch.equal(calls[-1], torch.cat([qd, kd, vd])), "descales not passed on"
-        check_fp8(out, lse, deq, True)
+        check_fp8(out, lse, deq, causal)
 
 
 @gluon_only

@@ -235,16 +235,19 @@ _FWD_GLUON_THREE = {(64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingp
 _FWD_FP8 = {
     (128, False): KernelConfig(128, 64, 4, 2),   # 666
     (128, True): KernelConfig(128, 128, 8, 4),   # 596
+    # d256 (the tl kernel off sm_90 or off the Gluon path): 2026-12-06-s65-tune-fwd-fp8-gluon.json
+    # 881.6 / 849.8 causal, against 86.2 / 79.8 with the 16-bit table's 128x64 w4 s2
+    (256, False): KernelConfig(128, 128, 8, 2),
+    (256, True): KernelConfig(128, 128, 8, 2),
 }
 # float8_e4m3fn forward in Gluon (kernels/fwd_gluon.py, one program per tile; V copied keys-minor
-# in fwd_gluon.fp8_keys_minor): two consumers of 64 rows with ping-pong, the 16-bit tile shapes
-# (d256: 64-key tiles, as its 16-bit forward). Compiled for sm_90a without spills
-# (``flashtriton sass --kernel gluon_fwd_fp8``); three consumers spill 1,096 bytes. Untuned.
+# by kernels/keys_minor.py) where it beat the tl kernel in session 65's sweep on an H100
+# (2026-12-06-s65-tune-fwd-fp8-gluon.json, 16k, TFLOP/s; the running max's slack still 8 then):
+# d256 981.2 / 963.1 (causal) against the tl kernel's best 881.6 / 849.8; d128 causal without
+# ping-pong 691.8 against 628.1 (with it 620.7, three slots 659.4). Not at d128 without a mask
+# (694.1 against 694.7) nor d64 (414.5 / 403.3 against 455.9 / 407.6): the tl kernel there.
 _FWD_GLUON_FP8 = {
-    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
-    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
-    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
-    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (128, True): KernelConfig(128, 128, 4, 2, gluon=True),
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }

@@ -110,19 +110,23 @@ def _row_max(s):
 # until then P is taken against the old max (its values up to 2^RESCALE_SLACK, within 16-bit
 # range and exact in relative terms) and alpha is exactly 1, so that a warp whose rows all
 # keep their max skips O's rescale (``_rescale``), as FlashAttention-4 does on Blackwell.
+# float8 runs without slack (``_attend_tile``): with it, the largest output errors were 2-4x
+# those of the same kernel without it (and of the tl kernel and PyTorch rounding P to e4m3
+# against the row max), at head dims 64-256 (scripts/fp8_errors.py, docs/perf-log.md, session 65).
 RESCALE_SLACK = gl.constexpr(8.0)
 
 
 @gluon.jit
-def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False):
+def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False,
+                   SLACK: gl.constexpr = RESCALE_SLACK):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
     positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
     at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
     max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0. The
-    max moves only by more than ``RESCALE_SLACK``; l and O are kept against the max it holds.
-    ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``)."""
+    max moves only by more than ``SLACK`` (``RESCALE_SLACK``); l and O are kept against the max
+    it holds. ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``)."""
     m_seen = _row_max(s) * qk_scale
-    m_new = gl.where(m_seen > m_i + RESCALE_SLACK, m_seen, m_i)
+    m_new = gl.where(m_seen > m_i + SLACK, m_seen, m_i)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     if NO_SUM:
@@ -173,7 +177,7 @@ def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
     before the product: 32 instructions per consumer and step at d64.) ``PACKED`` false: ``p.to``
     (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68).
     float8_e4m3fn: ``p.to``, rounded to nearest and saturated at e4m3's largest finite value
-    (448; P is at most 2^RESCALE_SLACK = 256)."""
+    (448; P is at most 1 there, ``_attend_tile``'s SLACK)."""
     if dtype.is_fp8():
         return p.to(dtype)
     elif not PACKED:
@@ -210,7 +214,7 @@ def _p_operand(p_cast, p_layout: gl.constexpr):
 @gluon.jit
 def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
                     BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr,
-                    NO_SUM: gl.constexpr):
+                    NO_SUM: gl.constexpr, SLACK: gl.constexpr = RESCALE_SLACK):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
     after an optional mask (less code); otherwise the softmax is written out in both branches
@@ -218,19 +222,19 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
     session 9). In the one-path form the softmax and the loop's wait for ``P[j] V[j]`` share a
     basic block, and ptxas's scheduler moves that wait up into the softmax, so the softmax of
     S[j+1] does not run under the product; the branches' join keeps the wait after it. The
-    persistent kernel's choice is made per call (``one_softmax_path``, session 22). ``NO_SUM``:
-    ``_softmax_block``'s."""
+    persistent kernel's choice is made per call (``one_softmax_path``, session 22). ``NO_SUM``,
+    ``SLACK``: ``_softmax_block``'s."""
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
-        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM)
+        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM, SLACK)
     else:
         if masked:
             p, alpha, m_new, l_new = _softmax_block(
                 _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
-                qk_scale, NO_SUM)
+                qk_scale, NO_SUM, SLACK)
         else:
-            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM)
+            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM, SLACK)
     return p, alpha, m_new, l_new
 
 
@@ -318,6 +322,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     # the choice is read off the buffer's shape (the mbarrier buffer passed instead is [2 or 3,
     # 1]): a constexpr in a partition's args arrives as an i1 value, which cannot choose types
     ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
+    # the running max's slack: RESCALE_SLACK in 16 bits, none for float8 (see there)
+    SLACK: gl.constexpr = RESCALE_SLACK * (dtype.primitive_bitwidth // 16)
     m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
@@ -331,7 +337,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         _release(k_empty.index(slot0), OWN_K)
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
-                                             ROWSUM_MMA)
+                                             ROWSUM_MMA, SLACK)
         p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1 - n_half):
             slot = (kv + j) % STAGES
@@ -358,7 +364,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             _release(k_empty.index(nslot), OWN_K)
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
-                                                 BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA)
+                                                 BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA,
+                                                 SLACK)
             if not LATE_CVT:
                 p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
             acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
