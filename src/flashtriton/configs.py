@@ -236,18 +236,20 @@ _FWD_FP8 = {
     (128, False): KernelConfig(128, 64, 4, 2),   # 666
     (128, True): KernelConfig(128, 128, 8, 4),   # 596
     # d256 (the tl kernel off sm_90 or off the Gluon path): 2026-12-06-s65-tune-fwd-fp8-gluon.json
-    # 881.6 / 849.8 causal, against 86.2 / 79.8 with the 16-bit table's 128x64 w4 s2
+    # (H100) 881.6 / 849.8 causal, against 86.2 / 79.8 with the 16-bit table's 128x64 w4 s2
     (256, False): KernelConfig(128, 128, 8, 2),
     (256, True): KernelConfig(128, 128, 8, 2),
 }
 # float8_e4m3fn forward in Gluon (kernels/fwd_gluon.py, one program per tile; V copied keys-minor
-# by kernels/keys_minor.py) where it beat the tl kernel in session 65's sweep on an H100
-# (2026-12-06-s65-tune-fwd-fp8-gluon.json, 16k, TFLOP/s; the running max's slack still 8 then):
-# d256 981.2 / 963.1 (causal) against the tl kernel's best 881.6 / 849.8; d128 causal without
-# ping-pong 691.8 against 628.1 (with it 620.7, three slots 659.4). Not at d128 without a mask
-# (694.1 against 694.7) nor d64 (414.5 / 403.3 against 455.9 / 407.6): the tl kernel there.
+# by kernels/keys_minor.py) where it beats the tl kernel: d256. Session 65 on an H100, 16k,
+# TFLOP/s (2026-12-06-s65-tune-fwd-fp8-gluon-2.json and -probe-2.json, the running max without
+# slack as shipped): this entry 944.2 / 891.9 causal (three slots 955.4 / 922.8; in the first
+# sweep, with slack, 981.2 / 963.1 against 984.8 / 949.9) against the tl kernel's 881.0 / 851.1;
+# interleaved, 941.8 / 900.7 against 877.7 / 845.2 (bf16: 804.1 / 762.7). Not at d128: causal
+# 657.8 against the shipped tl config's 659.6 interleaved (672.8 against 629.0 for the sweep's
+# best tl config, 128x64), without a mask 647.5 against 701.1; nor d64 (414.5 / 403.3 against
+# 455.9 / 407.6 in the first sweep).
 _FWD_GLUON_FP8 = {
-    (128, True): KernelConfig(128, 128, 4, 2, gluon=True),
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
