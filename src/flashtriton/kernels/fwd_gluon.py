@@ -1,5 +1,6 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
-inputs, head dim 64, 128 or 256, causal or not, for sm_90.
+inputs, head dim 64, 128 or 256, causal or not, for sm_90; and float8_e4m3fn inputs in the
+one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dim 256).
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
@@ -60,7 +61,8 @@ def _ws_producer(ring, K, V, k_base, v_base, stride_kn, stride_vn, seqlen_k, n_t
                                         strides=[stride_kn, 1], block_shape=[BLOCK_N, HEAD_DIM],
                                         layout=kv_layout)
     if FP8:
-        v_desc = tma.make_tensor_descriptor(V + v_base, shape=[HEAD_DIM, gl.cdiv(seqlen_k, 32) * 32],
+        v_desc = tma.make_tensor_descriptor(V + v_base,
+                                            shape=[HEAD_DIM, gl.cdiv(seqlen_k, 32) * 32],
                                             strides=[stride_vn, 1],
                                             block_shape=[HEAD_DIM, BLOCK_N],
                                             layout=v_smem.type.layout)
@@ -114,8 +116,8 @@ def _ws_consumer(ring, args, WG: gl.constexpr):
     """One warpgroup: BLOCK_M query rows (rows m0 + WG·BLOCK_M …) against every key tile of the
     rings (``_attend_tile``). Writes its rows of O (through ``o_smem``: its Q buffer in 16 bits,
     its own bfloat16 buffer for float8 inputs) and LSE. float8: the scores' scale takes the q and
-    k descales and O the v descale (``DESCALE``, three float32s on the device; 16-bit inputs
-    pass any pointer, never read)."""
+    k descales and O the v descale (``DESCALE``, three float32s on the device; 16-bit launches
+    pass 0, never read)."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     (Q, O, LSE, q_smem, o_smem, q_bar, turn, q_base, o_base, l_base, stride_qm, stride_om,
      seqlen_q, seqlen_k, m0, n_tiles, shift, qk_scale, ones, HALF_TAIL, DESCALE) = args

@@ -34,9 +34,11 @@ def _keys_minor(V, VT, stride_vb, stride_vn, stride_vh, stride_tb, stride_th, st
         i = pos % 32
         key = pos - i + ((i & 16) | (((i >> 1) & 1) << 3) | (((i >> 2) & 3) << 1) | (i & 1))
     offs_d = tl.arange(0, BLOCK_D)
-    src = V + b * stride_vb + h * stride_vh + key[:, None].to(tl.int64) * stride_vn + offs_d[None, :]
+    src = (V + b * stride_vb + h * stride_vh + key[:, None].to(tl.int64) * stride_vn
+           + offs_d[None, :])
     x = tl.load(src, mask=(key[:, None] < seqlen_k) & (offs_d[None, :] < D), other=0.0)
-    dst = VT + b * stride_tb + h * stride_th + offs_d[:, None].to(tl.int64) * stride_td + pos[None, :]
+    dst = (VT + b * stride_tb + h * stride_th + offs_d[:, None].to(tl.int64) * stride_td
+           + pos[None, :])
     tl.store(dst, tl.trans(x), mask=(offs_d[:, None] < D) & (pos[None, :] < padded))
 
 
