@@ -255,8 +255,9 @@ def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.con
     """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
     same P operand), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
     ``_release``'s ``OWN``). Returns (acc, l_acc). A float8 P is not among the wait's
-    dependencies: Triton's wait takes 16-, 32- and 64-bit values only (ptxas keeps an
-    in-flight product's operand registers for it)."""
+    dependencies: Triton's wait takes 16-, 32- and 64-bit values only. (In the compiled d128
+    kernel no instruction writes P's operand registers between the products that read them and
+    this wait, docs/perf-log.md, session 65; the GPU tests check the outputs.)"""
     if ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
     elif p_op.dtype.is_fp8():
