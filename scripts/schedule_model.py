@@ -1,6 +1,6 @@
 """How evenly a launch spreads causal attention work over the SMs: a cost model of the Gluon
 kernels' tiles and of four ways to hand them out, behind the tile order in
-kernels/fwd_gluon.py (``_pers_tile``, ``_snake``) and kernels/bwd_gluon.py (``_bwd_tile``).
+kernels/tile_walk.py (``_pers_tile``, ``_snake``) and kernels/bwd_gluon.py (``_bwd_tile``).
 
     python3 scripts/schedule_model.py [--sms 132] [--overhead 1.0]
 

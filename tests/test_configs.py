@@ -107,12 +107,12 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
 
 
 def test_fast_divisor_divides_exactly():
-    """``fwd_gluon.fast_divisor``: (n · m) >> p == n // d for every n below 2^31, checked at
+    """``tile_walk.fast_divisor``: (n · m) >> p == n // d for every n below 2^31, checked at
     the ends of the range and on random values, for divisors 1, powers of two, the largest,
     and random ones; the product stays below 2^63 (the kernel's int64 multiply)."""
     import random
 
-    from flashtriton.kernels.fwd_gluon import fast_divisor
+    from flashtriton.kernels.tile_walk import fast_divisor
 
     rng = random.Random(41)
     divisors = [1, 2, 3, 7, 8, 64, 100, 127, 128, 1000, 2**16 + 1, 2**30, 2**31 - 1]

@@ -143,7 +143,7 @@ CASES += [
     case(2, 1000, 1000, 8, 8, 64, False, BF16, (*PPPERS, "greedy")),
 ]
 # the persistent causal row blocks end at the last row, to within a consumer's rows
-# (``fwd_gluon._pers_tile``'s row0), so the first block holds whole consumers of rows before
+# (``tile_walk._pers_tile``'s row0), so the first block holds whole consumers of rows before
 # row 0: one (1088 rows: 64 before), two with 24 rows of padding left at the end (1000: 128
 # before), and with the diagonal shifted right (200 rows against 1000 keys: 128 before, 56 at
 # the end) consumers before row 0 whose diagonal would reach keys; they must load, compute

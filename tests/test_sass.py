@@ -637,7 +637,7 @@ print(json.dumps(out))
 
 def test_persistent_forward_tiles_decoded_without_integer_division():
     """The persistent forward's partitions find a tile's batch, head and key head by a multiply
-    and a shift (``fwd_gluon._divide`` with the launcher's ``fast_divisor``), not by a division
+    and a shift (``tile_walk._divide`` with the launcher's ``fast_divisor``), not by a division
     by a runtime integer (which ptxas expands to an I2F.RP reciprocal and ~15 instructions): no
     I2F in the kernels that walk a table of tiles (the shipped causal launches at d64 on two
     and three consumers and at d128, with grouped-query heads). (A walk without a table keeps

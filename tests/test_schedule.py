@@ -108,7 +108,7 @@ def test_d256_dq_tiles_listed_head_by_head():
 
 def walk_table(table, programs, per_head):
     """What each program of a greedy launch runs, read off the table as the kernel reads it
-    (``fwd_gluon._table_range``): program p's tile ids and its summed cost."""
+    (``tile_walk._table_range``): program p's tile ids and its summed cost."""
     starts = table[:programs + 1]
     runs = [table[programs + 1 + starts[p]:programs + 1 + starts[p + 1]].tolist()
             for p in range(programs)]

@@ -56,7 +56,8 @@ from flashtriton.configs import LOG2E
 from flashtriton.kernels.common import (cdiv, ensure_allocator, grid3, launch, num_sms,
                                         tma_ready)
 from flashtriton.kernels.dq_runs import dq_cast, dq_runs_numel
-from flashtriton.kernels.fwd_gluon import _snake, _table_range, _table_tile, gluon_eligible
+from flashtriton.kernels.fwd_gluon import gluon_eligible
+from flashtriton.kernels.tile_walk import _snake, _table_range, _table_tile
 from flashtriton.kernels.schedule import bwd_tile_costs, device_table, greedy_group
 
 _empty = torch.empty
@@ -89,7 +90,7 @@ def _bwd_tile(t, n_kb, nheads_k, seqlen_q, shift, total, reverse, BLOCK_M: gl.co
     one tile per program, 221.1 at 1k; docs/perf-log.md, session 5). Causal (``reverse``), a head's longest tiles come
     first (key block 0 sees every query) and a persistent launch takes them in ``_snake``
     order (one program per tile: the identity). A launch with a table
-    (``fwd_gluon._table_range``) passes its tile ids with ``reverse`` 0."""
+    (``tile_walk._table_range``) passes its tile ids with ``reverse`` 0."""
     idx = t
     if reverse:
         idx = _snake(t, total)

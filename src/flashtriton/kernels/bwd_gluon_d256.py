@@ -49,7 +49,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from flashtriton.kernels.bwd_gluon import (_bwd_producer, _bwd_tile, _store_tile,
                                            launch_setup)
-from flashtriton.kernels.fwd_gluon import _table_range, _table_tile
+from flashtriton.kernels.tile_walk import _table_range, _table_tile
 from flashtriton.kernels.common import ensure_allocator, grid3, launch
 
 

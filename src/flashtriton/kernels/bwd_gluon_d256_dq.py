@@ -5,7 +5,7 @@ inputs, causal or not, dense, for sm_90. Deterministic: each program owns its qu
 A tile is BLOCK_M query rows of a head: a producer partition loads their Q and dO (and lse,
 δ) once, then streams the K and V tiles they see through ``STAGES``-deep rings by TMA. One
 program per tile, or persistent: one program per SM walks the tiles, listed as the persistent
-forward lists its own (``fwd_gluon._pers_tile``): head by head, so that the programs running
+forward lists its own (``tile_walk._pers_tile``): head by head, so that the programs running
 together read a few heads' K and V from L2 (listed row block by row block across every head,
 as this kernel first did, 7.6% of its K/V reads hit L2 at 1k keys, 60% at 4k, and the kernel
 ran DRAM-bound: docs/perf-log.md, session 19; head by head, 79.4% at 1k and the d256
@@ -48,7 +48,7 @@ from flashtriton.configs import LOG2E
 from flashtriton.kernels.bwd_gluon import bwd_table_group, launch_geometry
 from flashtriton.kernels.bwd_gluon_d256 import _publish
 from flashtriton.kernels.common import cdiv, ensure_allocator, grid3, launch
-from flashtriton.kernels.fwd_gluon import _pers_tile, _table_range, _table_tile
+from flashtriton.kernels.tile_walk import _pers_tile, _table_range, _table_tile
 from flashtriton.kernels.schedule import HEAD_MAJOR, causal_fwd_order, row_block_table
 
 _empty = torch.empty
@@ -226,7 +226,7 @@ def _attn_bwd_dq_hs(Q, K, V, DO, LSE, DELTA, DQ,
     """Tiles of BLOCK_M query rows of a head (see the module docstring), in ``_pers_tile``'s
     order (``order``: 0 not causal, else ``HEAD_MAJOR`` or ``ROW_MAJOR``, kernels/schedule.py):
     one tile per program, or persistent; a persistent launch with a ``table`` (a pointer,
-    ``fwd_gluon._table_range``) takes each program's head-major tile ids from it."""
+    ``tile_walk._table_range``) takes each program's head-major tile ids from it."""
     dtype: gl.constexpr = Q.dtype.element_ty
     if not CAUSAL:
         shift = seqlen_k  # every key is left of every row's diagonal

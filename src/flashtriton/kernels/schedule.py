@@ -1,7 +1,7 @@
 """The order in which a persistent causal forward hands its tiles to the programs.
 
 A persistent launch gives program p the tiles p, p + P, p + 2·P, … of a list (P programs), odd
-rounds in reverse (``fwd_gluon._snake``). Causal tiles differ in cost (a tile of rows sees
+rounds in reverse (``tile_walk._snake``). Causal tiles differ in cost (a tile of rows sees
 the keys up to its diagonal), so how evenly the programs' loads come out depends on the list:
 
 - ``HEAD_MAJOR``: head by head, each head's longest tiles first. The programs running together
@@ -15,7 +15,7 @@ the keys up to its diagonal), so how evenly the programs' loads come out depends
   more than the balance gained).
 
 :func:`causal_fwd_order` picks row-major only where the head-major list balances badly: the
-kernel (``fwd_gluon._pers_tile``) takes the choice as a runtime argument. The head-dim-256
+kernel (``tile_walk._pers_tile``) takes the choice as a runtime argument. The head-dim-256
 backward's dQ kernel (kernels/bwd_gluon_d256_dq.py), whose tiles are rows against the keys up to
 their diagonal as the forward's are, lists its tiles with the same function and model.
 """
@@ -59,7 +59,7 @@ def causal_tile_costs(seqlen_q: int, seqlen_k: int, shift: int, block_rows: int,
                       overhead: float = 1.0, lead: int = 0) -> np.ndarray:
     """One head's causal forward tiles, longest first: key tiles up to the tile's last row's
     diagonal (``key <= row + shift``), plus ``overhead`` tiles of fixed cost. The row blocks
-    start ``lead`` rows before row 0 (the persistent forward's, ``fwd_gluon._pers_tile``'s
+    start ``lead`` rows before row 0 (the persistent forward's, ``tile_walk._pers_tile``'s
     ``row0``: the first block is the partial one), at row 0 by default (the last one)."""
     n_m = -(-seqlen_q // block_rows)
     if not 0 <= lead < block_rows or lead > n_m * block_rows - seqlen_q:
