@@ -18,7 +18,7 @@ import statistics
 import torch
 from triton.testing import do_bench
 
-from flashtriton.configs import KernelConfig, gluon_fwd_config, make_params, tuned_fwd_config
+from flashtriton.configs import KernelConfig, gluon_fp8_config, make_params, tuned_fwd_config
 from flashtriton.kernels import fwd_gluon
 from flashtriton.kernels.fwd import attn_fwd
 
@@ -48,8 +48,7 @@ def main(argv=None):
                 *(t.transpose(1, 2) for t in (q16, k16, v16)), is_causal=causal).transpose(1, 2)
             params = make_params(d, causal=causal)
             descale = torch.ones(3, device="cuda")
-            # (where the shipped table runs the tl kernel, the Gluon rows take its d128 entry)
-            cfg = gluon_fwd_config(fp8, d, causal) or gluon_fwd_config(fp8, 128, True)
+            cfg = gluon_fp8_config(d, causal)  # (also where the library runs the tl kernel)
             tl_cfg = tuned_fwd_config(fp8, d, causal)
             copy = fwd_gluon.fp8_keys_minor(v)
             made = fwd_gluon.fp8_keys_minor

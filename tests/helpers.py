@@ -43,6 +43,15 @@ def assert_close(ours, ref64, lowp, *, factor=2.0, name="out"):
                           f"={torch_err:.3e} (x{factor}) + floor {floor:.3e}")
 
 
+def assert_lse_close(lse, ref_lse, bound):
+    """A kernel's lse against the float64 one: the same -inf pattern (rows that see no key), and
+    within ``bound`` elsewhere."""
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite), "lse: -inf pattern differs"
+    err = (lse[finite].double() - ref_lse[finite].double()).abs().max()
+    assert err < bound, err
+
+
 def compile_child(code: str):
     """Run ``code`` in a child Python without TRITON_INTERPRET (compiling for sm_90a, e.g. through
     ``flashtriton.analysis.sass``, needs no GPU but not the interpreter) and return the JSON of

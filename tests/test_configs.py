@@ -106,6 +106,19 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
     assert configs.gluon_bwd_config(torch.bfloat16, 128, False) is None
 
 
+def test_gluon_fp8_config_is_the_table_or_the_unshipped_default():
+    """``gluon_fp8_config``: the shipped float8 Gluon entries (d256), and elsewhere the config
+    the analysis tools compile, which the library itself never dispatches to."""
+    from flashtriton import configs
+
+    for causal in (False, True):
+        assert configs.gluon_fp8_config(256, causal) is configs._FWD_GLUON_FP8[(256, causal)]
+        for d in (64, 128):
+            assert (d, causal) not in configs._FWD_GLUON_FP8
+            cfg = configs.gluon_fp8_config(d, causal)
+            assert cfg is configs._FWD_GLUON_FP8_UNSHIPPED and cfg.gluon and not cfg.persistent
+
+
 def test_fast_divisor_divides_exactly():
     """``tile_walk.fast_divisor``: (n · m) >> p == n // d for every n below 2^31, checked at
     the ends of the range and on random values, for divisors 1, powers of two, the largest,

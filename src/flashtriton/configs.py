@@ -253,6 +253,15 @@ _FWD_GLUON_FP8 = {
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
+# The Gluon float8 forward where the table ships the tl kernel (the analysis tools and
+# scripts/fp8_probe.py compile or time it there): two consumers with ping-pong, 128-key tiles.
+_FWD_GLUON_FP8_UNSHIPPED = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)
+
+
+def gluon_fp8_config(head_dim: int, causal: bool) -> KernelConfig:
+    """The Gluon float8 forward's config: ``_FWD_GLUON_FP8``'s entry, or, where the library
+    runs the tl kernel instead, ``_FWD_GLUON_FP8_UNSHIPPED``."""
+    return _FWD_GLUON_FP8.get((head_dim, bool(causal)), _FWD_GLUON_FP8_UNSHIPPED)
 # Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
 # like the MMA accumulator: 128x128 w8 s3 308, s2 285, 128x64 w4 s2 280.
 _FWD_DROPOUT = {

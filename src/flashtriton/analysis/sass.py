@@ -120,16 +120,13 @@ def _gluon_fwd(persistent: bool):
 
 
 def _gluon_fwd_fp8(shape: Shape):
-    """The Gluon forward on float8_e4m3fn inputs, its config from ``configs._FWD_GLUON_FP8``
-    (where the table ships the tl kernel instead: two consumers with ping-pong, 128-key tiles,
-    two slots)."""
+    """The Gluon forward on float8_e4m3fn inputs, its config from ``configs.gluon_fp8_config``."""
     import torch
 
-    from flashtriton.configs import _FWD_GLUON_FP8, KernelConfig, make_params
+    from flashtriton.configs import gluon_fp8_config, make_params
     from flashtriton.kernels import fwd_gluon
 
-    cfg = shape.config or _FWD_GLUON_FP8.get(
-        (shape.head_dim, shape.causal), KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True))
+    cfg = shape.config or gluon_fp8_config(shape.head_dim, shape.causal)
     fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
                              make_params(shape.head_dim, causal=shape.causal),
                              shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,

@@ -178,9 +178,7 @@ def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
     (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68).
     float8_e4m3fn: ``p.to``, rounded to nearest and saturated at e4m3's largest finite value
     (448; P is at most 1 there, ``_attend_tile``'s SLACK)."""
-    if dtype.is_fp8():
-        return p.to(dtype)
-    elif not PACKED:
+    if dtype.is_fp8() or not PACKED:
         return p.to(dtype)
     elif dtype == gl.bfloat16:
         return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],

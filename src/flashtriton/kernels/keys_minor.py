@@ -55,8 +55,9 @@ def keys_minor(v: torch.Tensor, pad_to: int, group_order: bool = False) -> torch
     vt = torch.empty((batch, nheads_k, d, padded), dtype=v.dtype, device=v.device)
     block_k = 64
     grid = (cdiv(padded, block_k), batch * nheads_k)
-    launch(_keys_minor, grid, v.view(torch.uint8) if v.element_size() == 1 else v,
-           vt.view(torch.uint8) if v.element_size() == 1 else vt,
+    # (8-bit values moved as bytes: the kernel only copies them)
+    src, dst = (v.view(torch.uint8), vt.view(torch.uint8)) if v.element_size() == 1 else (v, vt)
+    launch(_keys_minor, grid, src, dst,
            v.stride(0), v.stride(1), v.stride(2), vt.stride(0), vt.stride(1), vt.stride(2),
            nheads_k, seqlen_k, padded, D=d, BLOCK_D=triton.next_power_of_2(d),
            BLOCK_K=block_k, GROUP_ORDER=group_order, num_warps=4)
