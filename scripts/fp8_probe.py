@@ -1,6 +1,5 @@
 """Where the float8 forward's time goes, on the GPU: V's keys-minor copy alone, the Gluon
-launch with it (what a caller pays), the Gluon kernel on a copy made beforehand, the Gluon
-launch with its row sums on the tensor cores (``rowsum_mma``, head dims 64 and 128), the portable
+launch with it (what a caller pays), the Gluon kernel on a copy made beforehand, the portable
 tl kernel (its own copy included) and our bf16 forward, at the bench's 16k problem (batch·seqlen
 16384 tokens, heads·headdim 2048) for each head dim and mask, in interleaved rounds (each
 provider once a round; a row's time is the median of its rounds). Every output is checked
@@ -72,10 +71,6 @@ def main(argv=None):
                                                                   "gluon": False})),
                 "bf16": lambda: attn_fwd(q16, k16, v16, params),
             }
-            if d != 256:  # the row sums on the tensor cores (not built at d256)
-                providers["fp8_gluon_rowsum"] = lambda: fwd_gluon.attn_fwd_gluon(
-                    q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages,
-                    cfg.pingpong, descale=descale, rowsum_mma=True)
             checked = {}
             for name, fn in providers.items():
                 if name == "v_copy":

@@ -136,30 +136,6 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
     check_fp8(out, lse, deq, causal)
 
 
-# the row sums on the tensor cores (rowsum_mma): sums of P as rounded to e4m3, the weights P·V
-# gives V (b, sq, sk, h, hk, d, causal, blocks)
-GLUON_FP8_ROWSUM_CASES = [
-    (1, 65, 300, 4, 1, 64, True, PP),         # MQA, rows past the keys' end
-    (1, 257, 383, 2, 2, 64, False, PP),       # keys not a multiple of 32
-    (2, 1000, 1000, 4, 4, 128, True, PP),
-    (2, 777, 901, 8, 2, 128, False, PP3),     # GQA, three ring slots
-    (1, 129, 65, 4, 2, 64, True, (128, 64, 4, 2, False)),  # rows that see no key, no ping-pong
-]
-
-
-@gluon_only
-@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,blocks", GLUON_FP8_ROWSUM_CASES,
-                         ids=[f"b{c[0]}-sq{c[1]}-sk{c[2]}-h{c[3]}/{c[4]}-d{c[5]}"
-                              f"{'-causal' if c[6] else ''}-n{c[7][1]}s{c[7][3]}"
-                              f"{'-pingpong' if c[7][4] else ''}"
-                              for c in GLUON_FP8_ROWSUM_CASES])
-def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal, blocks):
-    (q8, k8, v8), descales, deq = quantized_inputs(b, sq, sk, h, hk, d)
-    out, lse = attn_fwd_gluon(q8, k8, v8, make_params(d, causal=causal), *blocks,
-                              descale=torch.cat(descales), rowsum_mma=True)
-    check_fp8(out, lse, deq, causal)
-
-
 @gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel where ``configs._FWD_GLUON_FP8`` has
@@ -198,10 +174,6 @@ def test_gluon_fp8_launcher_rejects():
         attn_fwd_gluon(q8, k8, v8, params, persistent=True, descale=torch.cat(descales))
     with pytest.raises(ValueError, match="multiple of 32"):
         attn_fwd_gluon(q8, k8, v8, params, block_n=16, descale=torch.cat(descales))
-    (q8, k8, v8), descales, _ = quantized_inputs(1, 64, 64, 2, 2, 256)
-    with pytest.raises(ValueError, match="rowsum_mma at head dim 256"):
-        attn_fwd_gluon(q8, k8, v8, make_params(256), 128, 64, rowsum_mma=True,
-                       descale=torch.cat(descales))
     x = randn(1, 64, 2, 128, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="float8 inputs only"):
         attn_fwd_gluon(x, x, x, params, descale=torch.ones(3, device=DEVICE))

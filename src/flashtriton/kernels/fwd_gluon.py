@@ -620,13 +620,14 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     if fp8:
         if descale is None:
             raise ValueError("attn_fwd_gluon: float8 inputs need descale (q, k, v descales)")
-        if persistent or half_tail:
-            raise ValueError("attn_fwd_gluon: float8 runs one program per tile and whole key "
-                             "tiles: persistent and half_tail are not built for it")
+        if persistent or rowsum_mma or half_tail:
+            raise ValueError("attn_fwd_gluon: float8 runs one program per tile, row sums in "
+                             "float32 and whole key tiles: persistent, rowsum_mma and "
+                             "half_tail are not built for it")
         if block_n % 32:
             raise ValueError(f"attn_fwd_gluon: float8 needs block_n a multiple of 32 (the "
                              f"products' key steps), got {block_n}")
-        rowsum_mma, half_tail = bool(rowsum_mma), False
+        rowsum_mma = half_tail = False
     elif descale is not None:
         raise ValueError(f"attn_fwd_gluon: descale applies to float8 inputs only (q is {q.dtype})")
     if d == 256 and consumers == 3:
