@@ -48,7 +48,7 @@ def main(argv=None):
                 *(t.transpose(1, 2) for t in (q16, k16, v16)), is_causal=causal).transpose(1, 2)
             params = make_params(d, causal=causal)
             descale = torch.ones(3, device="cuda")
-            cfg = gluon_fp8_config(d, causal)  # (also where the library runs the tl kernel)
+            cfg = gluon_fp8_config(d, causal)
             tl_cfg = tuned_fwd_config(fp8, d, causal)
             copy = fwd_gluon.fp8_keys_minor(v)
             made = fwd_gluon.fp8_keys_minor

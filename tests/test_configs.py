@@ -106,17 +106,19 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
     assert configs.gluon_bwd_config(torch.bfloat16, 128, False) is None
 
 
-def test_gluon_fp8_config_is_the_table_or_the_unshipped_default():
-    """``gluon_fp8_config``: the shipped float8 Gluon entries (d256), and elsewhere the config
-    the analysis tools compile, which the library itself never dispatches to."""
+def test_gluon_fp8_config_is_the_table():
+    """``gluon_fp8_config``: the shipped float8 Gluon entries (d64, d128, d256: two consumers with
+    ping-pong, one program per tile), and a clear error at other head dims."""
     from flashtriton import configs
 
     for causal in (False, True):
-        assert configs.gluon_fp8_config(256, causal) is configs._FWD_GLUON_FP8[(256, causal)]
-        for d in (64, 128):
-            assert (d, causal) not in configs._FWD_GLUON_FP8
+        for d in (64, 128, 256):
             cfg = configs.gluon_fp8_config(d, causal)
-            assert cfg is configs._FWD_GLUON_FP8_UNSHIPPED and cfg.gluon and not cfg.persistent
+            assert cfg is configs._FWD_GLUON_FP8[(d, causal)]
+            assert cfg.gluon and cfg.pingpong and not cfg.persistent
+            assert cfg.block_n % 32 == 0  # the launcher's float8 rule
+        with pytest.raises(ValueError, match="built for head dims"):
+            configs.gluon_fp8_config(96, causal)
 
 
 def test_fast_divisor_divides_exactly():

@@ -139,7 +139,7 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
 @gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel where ``configs._FWD_GLUON_FP8`` has
-    an entry (d128 causal, d256; its descales passed on), the tl kernel elsewhere; both right."""
+    an entry (d64, d128, d256; its descales passed on), the tl kernel elsewhere (d40); both right."""
     import flashtriton.kernels.fwd as fwd
 
     calls = []

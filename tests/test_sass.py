@@ -215,16 +215,20 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
     """The Gluon forward on float8 inputs as shipped: float8 warpgroup MMAs only (QGMMA), within
     an H200 block's shared memory, no spills, MMAs not serialized (P's operand registers are
     left out of the wait's dependencies, fwd_gluon_tile._retire_pv), and P reaching its
-    product without passing through shared memory (the relabelling of _p_operand: a layout
-    conversion that moved values between threads would go through it)."""
+    product without passing through shared memory (the relabelling of _fp8_operand: a layout
+    conversion that moved values between threads would go through it). P's conversion at the
+    product leaves 16 bytes of spill at d256 (session 66): two output addresses stored once
+    before a consumer's loop and loaded once after it, none in the loops."""
     r = _sass("--kernel", "gluon_fwd_fp8", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_fwd_ws" and r["dtype"] == "float8_e4m3fn"
     assert r["instructions"]["QGMMA"] > 0 and r["instructions"]["HGMMA"] == 0
-    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0
+    assert r["shared_bytes"] <= 232_448
+    assert r["spill_bytes"] <= (16 if head_dim == 256 else 0), r["spill_bytes"]
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
     assert r["mma_loops"], "no MMA loop found"
     for loop in r["mma_loops"]:
-        assert loop["shared_stores"] == 0 and loop["local_stores"] == 0, loop
+        assert loop["shared_stores"] == 0, loop
+        assert loop["local_stores"] == 0 and loop["local_loads"] == 0, loop
 
 
 def _consumer_loops(loops, mma, spread):

@@ -241,27 +241,35 @@ _FWD_FP8 = {
     (256, True): KernelConfig(128, 128, 8, 2),
 }
 # float8_e4m3fn forward in Gluon (kernels/fwd_gluon.py, one program per tile; V copied keys-minor
-# by kernels/keys_minor.py) where it beats the tl kernel: d256. Session 65 on an H100, 16k,
-# TFLOP/s (2026-12-06-s65-tune-fwd-fp8-gluon-2.json and -probe-2.json, the running max without
-# slack as shipped): this entry 944.2 / 891.9 causal (three slots 955.4 / 922.8; in the first
-# sweep, with slack, 981.2 / 963.1 against 984.8 / 949.9) against the tl kernel's 881.0 / 851.1;
-# interleaved, 941.8 / 900.7 against 877.7 / 845.2 (bf16: 804.1 / 762.7). Not at d128: causal
-# 657.8 against the shipped tl config's 659.6 interleaved (672.8 against 629.0 for the sweep's
-# best tl config, 128x64), without a mask 647.5 against 701.1; nor d64 (414.5 / 403.3 against
-# 455.9 / 407.6 in the first sweep).
+# by kernels/keys_minor.py): every head dim it builds, where it beats the tl kernel. d256:
+# session 65 on an H100, 16k, TFLOP/s (2026-12-06-s65-tune-fwd-fp8-gluon-2.json and
+# -probe-2.json, the running max without slack as shipped): this entry 944.2 / 891.9 causal
+# (three slots 955.4 / 922.8) against the tl kernel's 881.0 / 851.1; interleaved, 941.8 / 900.7
+# against 877.7 / 845.2 (bf16: 804.1 / 762.7). d64 and d128 since session 66, when P's
+# conversion moved to the product (fwd_gluon_tile._fp8_operand): interleaved on an H100
+# (2026-12-07-s66-fp8-probe.json, two rounds; Gluon with V's copy / tl / our bf16), d128
+# 870.2 / 630.4 / 701.2, causal 828.2 / 643.3 / 694.9; d64 549.4 / 532.9 / 558.3, causal
+# 517.3 / 513.6 / 543.4; d256 then 1072.0 / 796.3 / 790.0, causal 979.3 / 827.0 / 758.2.
 _FWD_GLUON_FP8 = {
+    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
-# The Gluon float8 forward where the table ships the tl kernel (the analysis tools and
-# scripts/fp8_probe.py compile or time it there): two consumers with ping-pong, 128-key tiles.
-_FWD_GLUON_FP8_UNSHIPPED = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)
 
 
 def gluon_fp8_config(head_dim: int, causal: bool) -> KernelConfig:
-    """The Gluon float8 forward's config: ``_FWD_GLUON_FP8``'s entry, or, where the library
-    runs the tl kernel instead, ``_FWD_GLUON_FP8_UNSHIPPED``."""
-    return _FWD_GLUON_FP8.get((head_dim, bool(causal)), _FWD_GLUON_FP8_UNSHIPPED)
+    """The Gluon float8 forward's config (``_FWD_GLUON_FP8``), for the analysis tools and
+    scripts/fp8_probe.py; a ValueError at a head dim it is not built for."""
+    try:
+        return _FWD_GLUON_FP8[(head_dim, bool(causal))]
+    except KeyError:
+        raise ValueError(f"gluon_fp8_config: the Gluon float8 forward is built for head dims "
+                         f"{sorted({d for d, _ in _FWD_GLUON_FP8})}, not {head_dim}") from None
+
+
 # Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
 # like the MMA accumulator: 128x128 w8 s3 308, s2 285, 128x64 w4 s2 280.
 _FWD_DROPOUT = {

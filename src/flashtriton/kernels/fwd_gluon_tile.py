@@ -176,9 +176,12 @@ def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
     and ptxas then packs each pair with its halves swapped and swaps them back with a ``PRMT``
     before the product: 32 instructions per consumer and step at d64.) ``PACKED`` false: ``p.to``
     (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68).
-    float8_e4m3fn: ``p.to``, rounded to nearest and saturated at e4m3's largest finite value
-    (448; P is at most 1 there, ``_attend_tile``'s SLACK)."""
-    if dtype.is_fp8() or not PACKED:
+    float8_e4m3fn: P unchanged (float32), converted at the product by ``_p_operand``
+    (``_fp8_operand``): a float8 P carried across the step loop's back edge is held one byte a
+    register (docs/perf-log.md, session 66)."""
+    if dtype.is_fp8():
+        return p  # (converted by _p_operand)
+    elif not PACKED:
         return p.to(dtype)
     elif dtype == gl.bfloat16:
         return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p],
@@ -188,23 +191,45 @@ def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
                                          dtype=dtype.value, is_pure=True, pack=2)
 
 
+# four float32 values into one register of e4m3 bytes, the first in the lowest byte
+_E4M3X4_ASM = gl.constexpr("{\n\t.reg .b16 lo, hi;\n\t"
+                           "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n\t"
+                           "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n\t"
+                           "mov.b32 $0, {lo, hi};\n\t}")
+
+
 @gluon.jit
-def _p_operand(p_cast, p_layout: gl.constexpr):
-    """P (cast, ``_to_operand``, in the scores' accumulator layout) as the register A operand of
-    ``P V``. 16-bit: a layout conversion (each thread already holds its operand values).
-    float8: a thread's accumulator holds, in each 32 keys, columns {2t, 2t+1, 2t+8, 2t+9} + 16h
-    (t = lane % 4, h = 0, 1), and the operand wants keys {4t .. 4t+3} + 16h: the columns are
-    relabelled (bits [h][a][t][e] of a column, a its 8s bit and e its 1s bit, read as key
-    [h][t][a][e]) so that the conversion moves nothing between threads, and V's keys are
-    stored in the same order by the launcher (V keys-minor, each 32 keys in
-    ``keys_minor.ORDER``). The layouts only relabel registers (``assert_trivial``)."""
-    if p_cast.dtype.is_fp8():
-        BLOCK_M: gl.constexpr = p_cast.type.shape[0]
-        BLOCK_N: gl.constexpr = p_cast.type.shape[1]
-        x = gl.reshape(p_cast, [BLOCK_M, BLOCK_N // 32, 2, 2, 4, 2])
-        x = gl.permute(x, (0, 1, 2, 4, 3, 5))
-        return gl.convert_layout(gl.reshape(x, [BLOCK_M, BLOCK_N]), p_layout,
-                                 assert_trivial=True)
+def _fp8_operand(p, dtype: gl.constexpr):
+    """Float32 P (the scores' accumulator layout) as float8 in the layout of an A operand, each
+    32-bit register four keys of a row. A thread's accumulator holds, in each 32 keys, columns
+    {2t, 2t+1, 2t+8, 2t+9} + 16h (t = lane % 4, h = 0, 1), and the operand wants keys
+    {4t .. 4t+3} + 16h: the columns are relabelled (bits [h][a][t][e] of a column, a its 8s
+    bit and e its 1s bit, read as key [h][t][a][e]) so that the conversion moves nothing
+    between threads, and V's keys are stored in the same order by the launcher (V keys-minor,
+    each 32 keys in ``keys_minor.ORDER``). The layouts only relabel registers
+    (``assert_trivial``). The relabelling is done on the float32 values, and the four values of
+    each register are then converted by one inline asm, rounded to nearest and saturated at
+    e4m3's largest finite value (448; P is at most 1 there, ``_attend_tile``'s SLACK). Converted
+    at the end of the step before (``p.to``) and carried across the loop's back edge, the bytes
+    were unpacked one a register and packed again: the d64 loop 1,100 instructions against 908
+    (docs/perf-log.md, session 66)."""
+    BLOCK_M: gl.constexpr = p.type.shape[0]
+    BLOCK_N: gl.constexpr = p.type.shape[1]
+    layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=p.type.layout, k_width=4)
+    x = gl.permute(gl.reshape(p, [BLOCK_M, BLOCK_N // 32, 2, 2, 4, 2]), (0, 1, 2, 4, 3, 5))
+    x = gl.convert_layout(gl.reshape(x, [BLOCK_M, BLOCK_N]), layout, assert_trivial=True)
+    return gl.inline_asm_elementwise(_E4M3X4_ASM, "=r,r,r,r,r", [x], dtype=dtype.value,
+                                     is_pure=True, pack=4)
+
+
+@gluon.jit
+def _p_operand(p_cast, p_layout: gl.constexpr, dtype: gl.constexpr):
+    """P (cast, ``_to_operand``) as the register A operand of ``P V``. 16-bit: a layout
+    conversion from the scores' accumulator layout (each thread already holds its operand
+    values). float8: ``_fp8_operand``'s operand layout over the scores' tile, the same registers
+    (``assert_trivial``)."""
+    if dtype.is_fp8():
+        return gl.convert_layout(_fp8_operand(p_cast, dtype), p_layout, assert_trivial=True)
     else:
         return gl.convert_layout(p_cast, p_layout)
 
@@ -348,7 +373,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 q_s, k_smem.index(nslot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
                 zero_s, use_acc=False, is_async=True)
             acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-            p_op = _p_operand(p16, p_layout)
+            p_op = _p_operand(p16, p_layout, dtype)
             mbarrier.wait(v_ready.index(slot), ((kv + j) // STAGES) & 1)
             if dtype.is_fp8():  # keys-minor, [HEAD_DIM, BLOCK_N]: read transposed
                 v_op = v_smem.index(slot).permute((1, 0))
@@ -381,7 +406,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         else:
             slot = (kv + n_own - 1) % STAGES
             acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-            p_op = _p_operand(p16, p_layout)
+            p_op = _p_operand(p16, p_layout, dtype)
             mbarrier.wait(v_ready.index(slot), ((kv + n_own - 1) // STAGES) & 1)
             if dtype.is_fp8():  # keys-minor, [HEAD_DIM, BLOCK_N]: read transposed
                 v_op = v_smem.index(slot).permute((1, 0))
@@ -459,7 +484,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
                       gl.zeros([BLOCK_M, HALF], gl.float32, layout=h_layout), use_acc=False,
                       is_async=True)
     acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-    p_op = _p_operand(p16, p_layout)
+    p_op = _p_operand(p16, p_layout, dtype)
     mbarrier.wait(v_ready.index(slot), ((last - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                         is_async=True)
@@ -483,7 +508,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
         l_h = gl.convert_layout(gl.max(l_acc, 1), row_h) * alpha + gl.sum(p16.to(gl.float32), 1)
     # the last product: P on the first half of the last V tile
     acc = _rescale(acc, gl.convert_layout(alpha, row_o))
-    p_op = _p_operand(p16, p_layout)
+    p_op = _p_operand(p16, p_layout, dtype)
     mbarrier.wait(v_ready.index(hslot), (last // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(hslot).reshape([BLOCK_N, HEAD_DIM]).slice(0, HALF),
                         acc, is_async=True)
