@@ -213,7 +213,7 @@ def test_gluon_forward_d256_fits_an_sm():
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_gluon_float8_forward_entry_compiles(head_dim):
     """The Gluon forward on float8 inputs as shipped: float8 warpgroup MMAs only (QGMMA), within
-    an H200 block's shared memory, no spills, MMAs not serialized (P's operand registers are
+    an H200 block's shared memory, no spills at d64 and d128, MMAs not serialized (P's operand registers are
     left out of the wait's dependencies, fwd_gluon_tile._retire_pv), and P reaching its
     product without passing through shared memory (the relabelling of _fp8_operand: a layout
     conversion that moved values between threads would go through it). P's conversion at the

@@ -278,9 +278,10 @@ def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.con
     """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
     same P operand), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
     ``_release``'s ``OWN``). Returns (acc, l_acc). A float8 P is not among the wait's
-    dependencies: Triton's wait takes 16-, 32- and 64-bit values only. (In the compiled d128
-    kernel no instruction writes P's operand registers between the products that read them and
-    this wait, docs/perf-log.md, session 65; the GPU tests check the outputs.)"""
+    dependencies: Triton's wait takes 16-, 32- and 64-bit values only. (In the compiled d64, d128
+    and d256 kernels no instruction writes P's operand registers between the products that read
+    them and this wait, docs/perf-log.md, sessions 65 and 66; the GPU tests check the
+    outputs.)"""
     if ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
     elif p_op.dtype.is_fp8():
