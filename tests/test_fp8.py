@@ -186,7 +186,7 @@ def test_keys_minor_copy(seqlen_k, pad_to, group_order):
     """V's keys-minor copy for the float8 forwards (the Triton kernel kernels/keys_minor.py):
     (B, Hk, D, keys padded), zeros past the keys; with ``group_order`` (the Gluon forward's)
     position 32c + i holds key 32c + ORDER[i], ORDER mapping bits [h][t][a][e] (4, 3-2, 1, 0)
-    to [h][a][t][e] (fwd_gluon_tile._p_operand's relabelling); without, key i at i."""
+    to [h][a][t][e] (fwd_gluon_tile._fp8_operand's relabelling); without, key i at i."""
     assert sorted(ORDER) == list(range(32))
     for pos in range(32):
         h, t, a, e = pos >> 4, (pos >> 2) & 3, (pos >> 1) & 1, pos & 1

@@ -223,15 +223,15 @@ def _fp8_operand(p, dtype: gl.constexpr):
 
 
 @gluon.jit
-def _p_operand(p_cast, p_layout: gl.constexpr, dtype: gl.constexpr):
-    """P (cast, ``_to_operand``) as the register A operand of ``P V``. 16-bit: a layout
-    conversion from the scores' accumulator layout (each thread already holds its operand
-    values). float8: ``_fp8_operand``'s operand layout over the scores' tile, the same registers
-    (``assert_trivial``)."""
+def _p_operand(p, p_layout: gl.constexpr, dtype: gl.constexpr):
+    """P as ``_to_operand`` left it, as the register A operand of ``P V`` in ``dtype``. 16-bit
+    (P already cast): a layout conversion from the scores' accumulator layout (each thread
+    already holds its operand values). float8 (P still float32): converted by ``_fp8_operand``,
+    whose operand layout over the scores' tile is the same registers (``assert_trivial``)."""
     if dtype.is_fp8():
-        return gl.convert_layout(_fp8_operand(p_cast, dtype), p_layout, assert_trivial=True)
+        return gl.convert_layout(_fp8_operand(p, dtype), p_layout, assert_trivial=True)
     else:
-        return gl.convert_layout(p_cast, p_layout)
+        return gl.convert_layout(p, p_layout)
 
 
 @gluon.jit

@@ -1,7 +1,7 @@
 """V copied keys-minor for the float8 forwards: (B, Sk, Hk, D) -> (B, Hk, D, Sk padded), keys
 contiguous, in one Triton kernel. Hopper's float8 tensor cores take the P·V product's V operand
 only with the key (reduction) dimension contiguous. The Gluon forward also wants each group of
-32 keys in the order its P operand's registers hold them (``ORDER``, fwd_gluon_tile._p_operand).
+32 keys in the order its P operand's registers hold them (``ORDER``, fwd_gluon_tile._fp8_operand).
 
 A program reads BLOCK_K keys' rows of one (batch, head) (D contiguous bytes each) and writes
 them transposed (BLOCK_K contiguous bytes per head-dim row); positions past the keys get 0.
