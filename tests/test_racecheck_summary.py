@@ -63,11 +63,23 @@ def test_cli_reads_gzip_and_refuses_other_logs(tmp_path):
     assert out.returncode == 2 and "no racecheck hazard or summary line" in out.stderr
 
 
+# gpu_tune.sh's settings: a test gives the ones it means, none is inherited (the GPU suite runs
+# under `TESTS_PART=rest scripts/gpu_tune.sh tests`, whose variables pytest's workers inherit)
+GPU_TUNE_VARS = ("TESTS_PART", "TESTS_FILES", "TESTS_WORKERS", "TESTS_LIMIT", "SWEEPS",
+                 "SANITIZE_TOOLS", "SANITIZE_ARGS")
+
+
+def _gpu_tune_env(tmp_path, tool, body, **extra):
+    """``stub_tool_env`` for a gpu_tune.sh run: only ``extra``'s settings of GPU_TUNE_VARS."""
+    env = stub_tool_env(tmp_path, tool, body, **extra)
+    return {k: v for k, v in env.items() if k not in GPU_TUNE_VARS or k in extra}
+
+
 def test_gpu_tune_racecheck_step(tmp_path):
     """The sanitize step with racecheck: every hazard printed, the log gzipped, the summary
     beside it (compute-sanitizer replaced by a script that prints the real excerpt)."""
     shutil.copy(EXCERPT, tmp_path / "excerpt.log")
-    env = stub_tool_env(tmp_path, "compute-sanitizer",
+    env = _gpu_tune_env(tmp_path, "compute-sanitizer",
                         f'echo "$@" > {tmp_path}/args.txt; cat {tmp_path}/excerpt.log',
                         OUT=str(tmp_path / "out"), SANITIZE_TOOLS="racecheck",
                         SANITIZE_ARGS="--d256-only")
@@ -92,7 +104,7 @@ def _tests_step(tmp_path, body, **env_extra):
     args.txt's words (None when python3 never ran)."""
     args_file = tmp_path / "args.txt"
     args_file.unlink(missing_ok=True)
-    env = stub_tool_env(tmp_path, "python3", body, OUT=str(tmp_path / "out"),
+    env = _gpu_tune_env(tmp_path, "python3", body, OUT=str(tmp_path / "out"),
                         ARGS_DIR=str(tmp_path), **env_extra)
     run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_tune.sh"), "tests"], env=env,
                          capture_output=True, text=True, cwd=ROOT)
