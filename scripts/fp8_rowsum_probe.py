@@ -1,0 +1,155 @@
+"""Where float8 row sums on the tensor cores go wrong (docs/perf-log.md, session 66): one
+warpgroup's ``P · ones`` product, P (64 x BLOCK_N, float32 in the scores' accumulator layout)
+converted to an A operand in registers as the Gluon forward does (``_fp8_operand``), the ones
+tile ([N, BLOCK_N], keys-minor) in shared memory, against the row sums of P as rounded to the
+operand's dtype. Variants: the product's width N (8, 16, 64; the ones tile
+swizzled as its shape's default: without swizzle it does not compile as a float8 B operand), P's
+operand made by ``_fp8_operand`` or by ``p.to`` and a layout
+conversion, P converted to the product's own parent layout directly or through the P·V
+operand's (parent [16, HEAD_DIM, 32]), and bfloat16 as the control. Each variant's largest
+relative error is printed and written to --out as JSON.
+
+    python3 scripts/fp8_rowsum_probe.py [--out rowsum.json] [--kernel]
+
+``--kernel``: the Gluon forward itself, with and without ``rowsum_mma``, on one head of a few
+shapes: each row's l with the row sums on the tensor cores over the float32 sums, as
+exp(lse_rowsum - lse), summarized per 64 rows. The launcher refuses ``rowsum_mma`` for float8:
+run it on a tree with bench/results/2026-12-07-s67-fp8-rowsum.patch applied (each case
+otherwise reports the ValueError).
+
+Session 67 (H100): every float8 variant wrong, bfloat16 exact
+(bench/results/2026-12-07-s67-h100-fp8-rowsum-probe.json, docs/perf-log.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+from flashtriton.kernels.fwd_gluon_tile import _fp8_operand
+
+BLOCK_M = 64
+
+
+@gluon.jit
+def _probe(p_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
+           SWIZZLE: gl.constexpr, RELABEL: gl.constexpr, VIA_O: gl.constexpr,
+           HEAD_DIM: gl.constexpr, dtype: gl.constexpr):
+    BM: gl.constexpr = 64
+    KSTEP: gl.constexpr = 256 // dtype.primitive_bitwidth
+    KW: gl.constexpr = 32 // dtype.primitive_bitwidth
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, KSTEP])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, KSTEP])
+    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, ONES_N, KSTEP])
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    p = gl.load(p_ptr + gl.expand_dims(rows, 1) * BLOCK_N + gl.expand_dims(cols, 0))
+    if RELABEL:
+        p_op = _fp8_operand(p, dtype)
+    else:
+        p_op = p.to(dtype)
+    if VIA_O:
+        p_op = gl.convert_layout(p_op, gl.DotOperandLayout(operand_index=0, parent=o_layout,
+                                                           k_width=KW))
+    p_l = gl.convert_layout(p_op, gl.DotOperandLayout(operand_index=0, parent=l_layout,
+                                                      k_width=KW))
+    if SWIZZLE:
+        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_N, BLOCK_N], dtype)
+    else:
+        layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0,
+                                                    element_bitwidth=dtype.primitive_bitwidth,
+                                                    rank=2)
+    fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+    ones = gl.allocate_shared_memory(dtype, [ONES_N, BLOCK_N], layout,
+                                     gl.full([ONES_N, BLOCK_N], 1.0, gl.float32,
+                                             layout=fill).to(dtype))
+    fence_async_shared()
+    acc = gl.zeros([BM, ONES_N], gl.float32, layout=l_layout)
+    acc = warpgroup_mma(p_l, ones.permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    orow = gl.arange(0, BM, layout=gl.SliceLayout(1, l_layout))
+    ocol = gl.arange(0, ONES_N, layout=gl.SliceLayout(0, l_layout))
+    gl.store(out_ptr + gl.expand_dims(orow, 1) * ONES_N + gl.expand_dims(ocol, 0), acc)
+
+
+def kernel_rows() -> list[dict]:
+    """The forward with and without rowsum_mma on float8 inputs: per-row l ratios."""
+    from flashtriton.configs import gluon_fp8_config, make_params
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    rows = []
+    for d, causal, sk, pingpong in itertools.product((64, 128), (False, True), (128, 1024),
+                                                     (True,)):
+        cfg = gluon_fp8_config(d, causal)
+        q, k, v = (torch.randn(1, n, 1, d, device="cuda").to(torch.float8_e4m3fn)
+                   for n in (256, sk, sk))
+        desc = torch.ones(3, device="cuda")
+        args = (q, k, v, make_params(d, causal=causal), cfg.block_m, cfg.block_n, cfg.num_warps,
+                cfg.num_stages, pingpong)
+        name = f"d{d} causal={int(causal)} sk={sk} pingpong={int(pingpong)}"
+        try:
+            o0, lse0 = attn_fwd_gluon(*args, descale=desc)
+            o1, lse1 = attn_fwd_gluon(*args, descale=desc, rowsum_mma=True)
+            torch.cuda.synchronize()
+            ratio = torch.exp((lse1 - lse0).double())[0, 0]  # l_rowsum / l, per row
+            halves = ratio.view(-1, 64)  # 64-row consumer halves of the 128-row tiles
+            row = {"case": name, "o_err": (o1.float() - o0.float()).abs().max().item(),
+                   "ratio_by_64_rows": [[round(x, 4) for x in (h.min().item(), h.median().item(),
+                                                               h.max().item())] for h in halves],
+                   "ratio_rows_0_8": [round(x, 4) for x in ratio[:8].tolist()]}
+        except Exception as exc:
+            row = {"case": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None, help="JSON file for the results")
+    parser.add_argument("--kernel", action="store_true", help="the forward kernel too")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    cases = itertools.product((torch.float8_e4m3fn, torch.bfloat16), (128,), (8, 16, 64),
+                              (True,), (True, False), (False, True))
+    for dtype, block_n, ones_n, swizzle, relabel, via_o in cases:
+        if relabel and dtype != torch.float8_e4m3fn:
+            continue
+        p = torch.rand(BLOCK_M, block_n, device="cuda", dtype=torch.float32)
+        want = p.to(dtype).double().sum(1)
+        out = torch.full((BLOCK_M, ones_n), float("nan"), device="cuda", dtype=torch.float32)
+        gdtype = gl.float8e4nv if dtype == torch.float8_e4m3fn else gl.bfloat16
+        name = (f"{str(dtype)[6:]} n={block_n} N={ones_n} swizzle={int(swizzle)} "
+                f"relabel={int(relabel)} via_o={int(via_o)}")
+        try:
+            _probe[(1,)](p, out, block_n, ones_n, swizzle, relabel, via_o, 64, gdtype,
+                         num_warps=4)
+            torch.cuda.synchronize()
+            got = out.double()
+            err = ((got - want[:, None]).abs() / want[:, None]).max().item()
+            first = got[0, :4].tolist()
+            row = {"case": name, "max_rel_err": err, "row0": first, "want0": want[0].item()}
+        except Exception as exc:  # a variant that does not compile is a result too
+            row = {"case": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.kernel:
+        rows += kernel_rows()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
