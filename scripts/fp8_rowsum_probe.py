@@ -1,13 +1,15 @@
-"""Where float8 row sums on the tensor cores go wrong (docs/perf-log.md, session 66): one
-warpgroup's ``P · ones`` product, P (64 x BLOCK_N, float32 in the scores' accumulator layout)
-converted to an A operand in registers as the Gluon forward does (``_fp8_operand``), the ones
-tile ([N, BLOCK_N], keys-minor) in shared memory, against the row sums of P as rounded to the
-operand's dtype. Variants: the product's width N (8, 16, 64; the ones tile
-swizzled as its shape's default: without swizzle it does not compile as a float8 B operand), P's
-operand made by ``_fp8_operand`` or by ``p.to`` and a layout
-conversion, P converted to the product's own parent layout directly or through the P·V
-operand's (parent [16, HEAD_DIM, 32]), and bfloat16 as the control. Each variant's largest
-relative error is printed and written to --out as JSON.
+"""Where float8 row sums on the tensor cores go wrong (docs/perf-log.md, sessions 66 and 67):
+one warpgroup's product of P (64 x 128, float32 in the scores' accumulator layout, made into a
+register A operand as the Gluon forward does, ``_fp8_operand``) and a tile B ([N, 128],
+keys-minor, 128-byte swizzle) in shared memory, against the product in float64 of P as rounded
+to the operand's dtype. Variants: B a tile of ones written by the threads (as the forward's
+``_ones_tile``), ones copied in by TMA (as the forward's V), or random values by TMA (the whole
+product, the probe's own check); the product's width N (8, 16, 64); P's operand made by
+``_fp8_operand`` or by ``p.to`` and a layout conversion, converted to the product's parent
+directly or through P·V's (parent [16, 64, 32]); bfloat16, with ones by the threads, as the
+control. Each variant's
+largest error over the largest product, and whether a row's columns are equal (they must be
+for a B of ones), are printed and written to --out as JSON.
 
     python3 scripts/fp8_rowsum_probe.py [--out rowsum.json] [--kernel]
 
@@ -17,8 +19,8 @@ exp(lse_rowsum - lse), summarized per 64 rows. The launcher refuses ``rowsum_mma
 run it on a tree with bench/results/2026-12-07-s67-fp8-rowsum.patch applied (each case
 otherwise reports the ValueError).
 
-Session 67 (H100): every float8 variant wrong, bfloat16 exact
-(bench/results/2026-12-07-s67-h100-fp8-rowsum-probe.json, docs/perf-log.md).
+Session 67 (H100, the version at 8b4ef5a: B of ones written by the threads only): every float8
+variant wrong, bfloat16 exact (bench/results/2026-12-07-s67-h100-fp8-rowsum-probe.json).
 """
 
 from __future__ import annotations
@@ -30,17 +32,19 @@ import json
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
+                                                              warpgroup_mma, warpgroup_mma_wait)
 
+from flashtriton.kernels.common import ensure_allocator
 from flashtriton.kernels.fwd_gluon_tile import _fp8_operand
 
 BLOCK_M = 64
+BLOCK_N = 128
 
 
 @gluon.jit
-def _probe(p_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
-           SWIZZLE: gl.constexpr, RELABEL: gl.constexpr, VIA_O: gl.constexpr,
+def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
+           TMA_B: gl.constexpr, RELABEL: gl.constexpr, VIA_O: gl.constexpr,
            HEAD_DIM: gl.constexpr, dtype: gl.constexpr):
     BM: gl.constexpr = 64
     KSTEP: gl.constexpr = 256 // dtype.primitive_bitwidth
@@ -63,19 +67,24 @@ def _probe(p_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
                                                            k_width=KW))
     p_l = gl.convert_layout(p_op, gl.DotOperandLayout(operand_index=0, parent=l_layout,
                                                       k_width=KW))
-    if SWIZZLE:
-        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_N, BLOCK_N], dtype)
-    else:
-        layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0,
-                                                    element_bitwidth=dtype.primitive_bitwidth,
-                                                    rank=2)
-    fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
-    ones = gl.allocate_shared_memory(dtype, [ONES_N, BLOCK_N], layout,
-                                     gl.full([ONES_N, BLOCK_N], 1.0, gl.float32,
-                                             layout=fill).to(dtype))
+    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_N, BLOCK_N], dtype)
+    if TMA_B:  # B ([ONES_N, BLOCK_N] at b_ptr) copied in by TMA, as the forward's V is
+        tile = gl.allocate_shared_memory(dtype, [ONES_N, BLOCK_N], layout)
+        bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(bar, count=1)
+        desc = tma.make_tensor_descriptor(b_ptr, shape=[ONES_N, BLOCK_N], strides=[BLOCK_N, 1],
+                                          block_shape=[ONES_N, BLOCK_N], layout=layout)
+        mbarrier.expect(bar, ONES_N * BLOCK_N * dtype.primitive_bitwidth // 8)
+        tma.async_copy_global_to_shared(desc, [0, 0], bar, tile)
+        mbarrier.wait(bar, 0)
+    else:  # ones written by the threads, as the forward's _ones_tile does
+        fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+        tile = gl.allocate_shared_memory(dtype, [ONES_N, BLOCK_N], layout,
+                                         gl.full([ONES_N, BLOCK_N], 1.0, gl.float32,
+                                                 layout=fill).to(dtype))
     fence_async_shared()
     acc = gl.zeros([BM, ONES_N], gl.float32, layout=l_layout)
-    acc = warpgroup_mma(p_l, ones.permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma(p_l, tile.permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     orow = gl.arange(0, BM, layout=gl.SliceLayout(1, l_layout))
     ocol = gl.arange(0, ONES_N, layout=gl.SliceLayout(0, l_layout))
@@ -121,25 +130,36 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     rows = []
-    cases = itertools.product((torch.float8_e4m3fn, torch.bfloat16), (128,), (8, 16, 64),
-                              (True,), (True, False), (False, True))
-    for dtype, block_n, ones_n, swizzle, relabel, via_o in cases:
-        if relabel and dtype != torch.float8_e4m3fn:
+    ensure_allocator()  # (the TMA descriptor is made on the device)
+    # B: "threads" (ones written by the threads), "tma-ones", or "tma-rand" (random B by TMA,
+    # against the whole product P·B^T: the probe's own check, P's operand by p.to only)
+    cases = itertools.product(("threads", "tma-ones", "tma-rand"),
+                              (torch.float8_e4m3fn, torch.bfloat16), (8, 16, 64), (True, False),
+                              (False, True))
+    for fill, dtype, n_out, relabel, via_o in cases:
+        fp8 = dtype == torch.float8_e4m3fn
+        # (bfloat16 by threads only: a 128-wide bfloat16 row is 256 bytes, past the 128-byte
+        # swizzle's span, which a TMA box may not exceed)
+        if (relabel and (not fp8 or fill == "tma-rand")) or (fill != "threads" and not fp8):
             continue
-        p = torch.rand(BLOCK_M, block_n, device="cuda", dtype=torch.float32)
-        want = p.to(dtype).double().sum(1)
-        out = torch.full((BLOCK_M, ones_n), float("nan"), device="cuda", dtype=torch.float32)
+        p = torch.rand(BLOCK_M, BLOCK_N, device="cuda", dtype=torch.float32)
+        if fill == "tma-rand":
+            b = torch.randn(n_out, BLOCK_N, device="cuda").to(dtype)
+        else:
+            b = torch.ones(n_out, BLOCK_N, device="cuda").to(dtype)
+        want = p.to(dtype).double() @ b.double().T
+        out = torch.full((BLOCK_M, n_out), float("nan"), device="cuda", dtype=torch.float32)
         gdtype = gl.float8e4nv if dtype == torch.float8_e4m3fn else gl.bfloat16
-        name = (f"{str(dtype)[6:]} n={block_n} N={ones_n} swizzle={int(swizzle)} "
-                f"relabel={int(relabel)} via_o={int(via_o)}")
+        name = f"{fill} {str(dtype)[6:]} N={n_out} relabel={int(relabel)} via_o={int(via_o)}"
         try:
-            _probe[(1,)](p, out, block_n, ones_n, swizzle, relabel, via_o, 64, gdtype,
-                         num_warps=4)
+            _probe[(1,)](p, b, out, BLOCK_N, n_out, fill != "threads", relabel, via_o, 64,
+                         gdtype, num_warps=4)
             torch.cuda.synchronize()
             got = out.double()
-            err = ((got - want[:, None]).abs() / want[:, None]).max().item()
-            first = got[0, :4].tolist()
-            row = {"case": name, "max_rel_err": err, "row0": first, "want0": want[0].item()}
+            err = ((got - want).abs().max() / want.abs().max()).item()
+            row = {"case": name, "max_err_over_max": err, "row0": got[0, :4].tolist(),
+                   "want0": want[0, :4].tolist(),
+                   "columns_equal": bool((got == got[:, :1]).all().item())}
         except Exception as exc:  # a variant that does not compile is a result too
             row = {"case": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         rows.append(row)
