@@ -7,9 +7,8 @@ to the operand's dtype. Variants: B a tile of ones written by the threads (as th
 product, the probe's own check); the product's width N (8, 16, 64); P's operand made by
 ``_fp8_operand`` or by ``p.to`` and a layout conversion, converted to the product's parent
 directly or through P·V's (parent [16, 64, 32]); bfloat16, with ones by the threads, as the
-control. Each variant's
-largest error over the largest product, and whether a row's columns are equal (they must be
-for a B of ones), are printed and written to --out as JSON.
+control. Each variant's largest error over the largest product, and whether a row's columns are
+equal (they must be for a B of ones), are printed and written to --out as JSON.
 
     python3 scripts/fp8_rowsum_probe.py [--out rowsum.json] [--kernel]
 
@@ -43,7 +42,7 @@ BLOCK_N = 128
 
 
 @gluon.jit
-def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
+def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, WIDTH: gl.constexpr,
            TMA_B: gl.constexpr, RELABEL: gl.constexpr, VIA_O: gl.constexpr,
            HEAD_DIM: gl.constexpr, dtype: gl.constexpr):
     BM: gl.constexpr = 64
@@ -54,7 +53,7 @@ def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, HEAD_DIM, KSTEP])
     l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, ONES_N, KSTEP])
+                                                       instr_shape=[16, WIDTH, KSTEP])
     rows = gl.arange(0, BM, layout=gl.SliceLayout(1, s_layout))
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     p = gl.load(p_ptr + gl.expand_dims(rows, 1) * BLOCK_N + gl.expand_dims(cols, 0))
@@ -67,28 +66,28 @@ def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, ONES_N: gl.constexpr,
                                                            k_width=KW))
     p_l = gl.convert_layout(p_op, gl.DotOperandLayout(operand_index=0, parent=l_layout,
                                                       k_width=KW))
-    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ONES_N, BLOCK_N], dtype)
-    if TMA_B:  # B ([ONES_N, BLOCK_N] at b_ptr) copied in by TMA, as the forward's V is
-        tile = gl.allocate_shared_memory(dtype, [ONES_N, BLOCK_N], layout)
+    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WIDTH, BLOCK_N], dtype)
+    if TMA_B:  # B ([WIDTH, BLOCK_N] at b_ptr) copied in by TMA, as the forward's V is
+        tile = gl.allocate_shared_memory(dtype, [WIDTH, BLOCK_N], layout)
         bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         mbarrier.init(bar, count=1)
-        desc = tma.make_tensor_descriptor(b_ptr, shape=[ONES_N, BLOCK_N], strides=[BLOCK_N, 1],
-                                          block_shape=[ONES_N, BLOCK_N], layout=layout)
-        mbarrier.expect(bar, ONES_N * BLOCK_N * dtype.primitive_bitwidth // 8)
+        desc = tma.make_tensor_descriptor(b_ptr, shape=[WIDTH, BLOCK_N], strides=[BLOCK_N, 1],
+                                          block_shape=[WIDTH, BLOCK_N], layout=layout)
+        mbarrier.expect(bar, WIDTH * BLOCK_N * dtype.primitive_bitwidth // 8)
         tma.async_copy_global_to_shared(desc, [0, 0], bar, tile)
         mbarrier.wait(bar, 0)
     else:  # ones written by the threads, as the forward's _ones_tile does
         fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
-        tile = gl.allocate_shared_memory(dtype, [ONES_N, BLOCK_N], layout,
-                                         gl.full([ONES_N, BLOCK_N], 1.0, gl.float32,
+        tile = gl.allocate_shared_memory(dtype, [WIDTH, BLOCK_N], layout,
+                                         gl.full([WIDTH, BLOCK_N], 1.0, gl.float32,
                                                  layout=fill).to(dtype))
     fence_async_shared()
-    acc = gl.zeros([BM, ONES_N], gl.float32, layout=l_layout)
+    acc = gl.zeros([BM, WIDTH], gl.float32, layout=l_layout)
     acc = warpgroup_mma(p_l, tile.permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     orow = gl.arange(0, BM, layout=gl.SliceLayout(1, l_layout))
-    ocol = gl.arange(0, ONES_N, layout=gl.SliceLayout(0, l_layout))
-    gl.store(out_ptr + gl.expand_dims(orow, 1) * ONES_N + gl.expand_dims(ocol, 0), acc)
+    ocol = gl.arange(0, WIDTH, layout=gl.SliceLayout(0, l_layout))
+    gl.store(out_ptr + gl.expand_dims(orow, 1) * WIDTH + gl.expand_dims(ocol, 0), acc)
 
 
 def kernel_rows() -> list[dict]:
