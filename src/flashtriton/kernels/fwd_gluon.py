@@ -1,6 +1,7 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
 inputs, head dim 64, 128 or 256, causal or not, for sm_90; and float8_e4m3fn inputs in the
-one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dim 256).
+one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dims 64, 128 and
+256).
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
