@@ -4,9 +4,11 @@ tl kernel (its own copy included) and our bf16 forward, at the bench's 16k probl
 16384 tokens, heads·headdim 2048) for each head dim and mask, in interleaved rounds (each
 provider once a round; a row's time is the median of its rounds). Every output is checked
 first against SDPA on the same values in bf16 (relative error below 6e-2, as scripts/tune.py).
+``fp8_gluon_rowsum``: the kernel-only launch with the row sums on the tensor cores
+(``rowsum_mma``; head dims 64 and 128).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
-        [--headdims 64,128,256] [--seqlen 16384]
+        [--headdims 64,128,256] [--seqlen 16384] [--providers fp8_gluon_kernel,...]
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def main(argv=None):
     ap.add_argument("--headdims", default="64,128,256")
     ap.add_argument("--seqlen", type=int, default=16384)
     ap.add_argument("--warmup-ms", type=int, default=1000)
+    ap.add_argument("--providers", default=None,
+                    help="comma-separated subset (default: all that apply)")
     args = ap.parse_args(argv)
     fp8 = torch.float8_e4m3fn
     rows = []
@@ -53,12 +57,12 @@ def main(argv=None):
             copy = fwd_gluon.fp8_keys_minor(v)
             made = fwd_gluon.fp8_keys_minor
 
-            def gluon_kernel_only():
+            def gluon_kernel_only(rowsum_mma=False):
                 fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
                 try:
                     return fwd_gluon.attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n,
                                                     cfg.num_warps, cfg.num_stages, cfg.pingpong,
-                                                    descale=descale)
+                                                    descale=descale, rowsum_mma=rowsum_mma)
                 finally:
                     fwd_gluon.fp8_keys_minor = made
 
@@ -66,11 +70,17 @@ def main(argv=None):
                 "v_copy": lambda: made(v),
                 "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
                 "fp8_gluon_kernel": gluon_kernel_only,
+                "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
                 "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
                                            config=KernelConfig(**{**tl_cfg.__dict__,
                                                                   "gluon": False})),
                 "bf16": lambda: attn_fwd(q16, k16, v16, params),
             }
+            if d == 256:
+                del providers["fp8_gluon_rowsum"]
+            if args.providers:
+                providers = {n: f for n, f in providers.items()
+                             if n in args.providers.split(",")}
             checked = {}
             for name, fn in providers.items():
                 if name == "v_copy":

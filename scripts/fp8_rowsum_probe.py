@@ -43,7 +43,7 @@ BLOCK_N = 128
 
 @gluon.jit
 def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, WIDTH: gl.constexpr,
-           TMA_B: gl.constexpr, RELABEL: gl.constexpr, VIA_O: gl.constexpr,
+           TMA_B: gl.constexpr, BITS: gl.constexpr, RELABEL: gl.constexpr, VIA_O: gl.constexpr,
            HEAD_DIM: gl.constexpr, dtype: gl.constexpr):
     BM: gl.constexpr = 64
     KSTEP: gl.constexpr = 256 // dtype.primitive_bitwidth
@@ -76,6 +76,11 @@ def _probe(p_ptr, b_ptr, out_ptr, BLOCK_N: gl.constexpr, WIDTH: gl.constexpr,
         mbarrier.expect(bar, WIDTH * BLOCK_N * dtype.primitive_bitwidth // 8)
         tma.async_copy_global_to_shared(desc, [0, 0], bar, tile)
         mbarrier.wait(bar, 0)
+    elif BITS:  # ones written by the threads as their bit pattern (no conversion)
+        fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
+        tile = gl.allocate_shared_memory(dtype, [WIDTH, BLOCK_N], layout,
+                                         gl.full([WIDTH, BLOCK_N], 0x38, gl.uint8,
+                                                 layout=fill).to(dtype, bitcast=True))
     else:  # ones written by the threads, as the forward's _ones_tile does
         fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
         tile = gl.allocate_shared_memory(dtype, [WIDTH, BLOCK_N], layout,
@@ -132,7 +137,7 @@ def main() -> None:
     ensure_allocator()  # (the TMA descriptor is made on the device)
     # B: "threads" (ones written by the threads), "tma-ones", or "tma-rand" (random B by TMA,
     # against the whole product P·B^T: the probe's own check, P's operand by p.to only)
-    cases = itertools.product(("threads", "tma-ones", "tma-rand"),
+    cases = itertools.product(("threads", "bits", "tma-ones", "tma-rand"),
                               (torch.float8_e4m3fn, torch.bfloat16), (8, 16, 64), (True, False),
                               (False, True))
     for fill, dtype, n_out, relabel, via_o in cases:
@@ -151,7 +156,8 @@ def main() -> None:
         gdtype = gl.float8e4nv if dtype == torch.float8_e4m3fn else gl.bfloat16
         name = f"{fill} {str(dtype)[6:]} N={n_out} relabel={int(relabel)} via_o={int(via_o)}"
         try:
-            _probe[(1,)](p, b, out, BLOCK_N, n_out, fill != "threads", relabel, via_o, 64,
+            _probe[(1,)](p, b, out, BLOCK_N, n_out, fill.startswith("tma"), fill == "bits",
+                         relabel, via_o, 64,
                          gdtype, num_warps=4)
             torch.cuda.synchronize()
             got = out.double()

@@ -10,6 +10,8 @@ On an sm_90 GPU the public function runs the Gluon forward (kernels/fwd_gluon.py
 64, 128 and 256; its cases below call its launcher directly and are skipped elsewhere (the
 interpreter cannot run Gluon). The copy of V it reads (``fp8_keys_minor``) is checked on CPU."""
 
+import math
+
 import pytest
 import torch
 
@@ -79,15 +81,15 @@ def lse_bound(q, k):
     return 1e-3 + 2.0 ** -10 * s.abs().max().item()
 
 
-def check_fp8(out, lse, deq, causal):
+def check_fp8(out, lse, deq, causal, extra=0.0):
     """out against the float64 reference by the STYLE.md rule (the low-precision side:
     ``torch_fp8_attention``); lse with the reference's -inf pattern and within ``lse_bound``
-    elsewhere."""
+    (plus ``extra``) elsewhere."""
     assert out.dtype == torch.bfloat16
     ref, ref_lse = attention_ref(*deq, causal=causal)
     lowp = torch_fp8_attention(*[x.float() for x in deq], causal=causal)
     assert_close(out, ref, lowp)
-    assert_lse_close(lse, ref_lse, lse_bound(deq[0], deq[1]))
+    assert_lse_close(lse, ref_lse, lse_bound(deq[0], deq[1]) + extra)
 
 
 @pytest.mark.parametrize("shape,causal", [((1, 65, 47, 2, 64), False), ((2, 33, 70, 2, 40), True),
@@ -137,6 +139,24 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
 
 
 @gluon_only
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal", [
+    (2, 1000, 1000, 4, 4, 128, False),
+    (1, 129, 65, 4, 2, 128, True),           # rows that see no key
+    (1, 333, 419, 4, 2, 64, True),           # shifted diagonal, GQA
+    (1, 257, 383, 2, 2, 64, False),          # keys not a multiple of 32
+], ids=["b2-sq1000-d128", "b1-sq129-sk65-d128-causal", "b1-sq333-sk419-d64-causal",
+        "b1-sq257-sk383-d64"])
+def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal):
+    """``rowsum_mma`` on float8 inputs: the row sums are of P as rounded to e4m3 (the weights
+    P·V gives V), each term within a relative 2^-4 of its float32 value, so log(l) within
+    log(1 + 2^-4) on top of ``lse_bound``; the output by the STYLE.md rule."""
+    (q8, k8, v8), descales, deq = quantized_inputs(b, sq, sk, h, hk, d)
+    out, lse = attn_fwd_gluon(q8, k8, v8, make_params(d, causal=causal), *PP,
+                              descale=torch.cat(descales), rowsum_mma=True)
+    check_fp8(out, lse, deq, causal, extra=math.log1p(2.0 ** -4))
+
+
+@gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel where ``configs._FWD_GLUON_FP8`` has
     an entry (d64, d128, d256; its descales passed on), the tl kernel elsewhere (d40); both right."""
@@ -174,6 +194,9 @@ def test_gluon_fp8_launcher_rejects():
         attn_fwd_gluon(q8, k8, v8, params, persistent=True, descale=torch.cat(descales))
     with pytest.raises(ValueError, match="multiple of 32"):
         attn_fwd_gluon(q8, k8, v8, params, block_n=16, descale=torch.cat(descales))
+    with pytest.raises(ValueError, match="rowsum_mma at head dim 256"):
+        attn_fwd_gluon(*quantized_inputs(1, 64, 64, 2, 2, 256)[0], make_params(256), 128, 64,
+                       descale=torch.cat(descales), rowsum_mma=True)
     x = randn(1, 64, 2, 128, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="float8 inputs only"):
         attn_fwd_gluon(x, x, x, params, descale=torch.ones(3, device=DEVICE))

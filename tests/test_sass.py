@@ -440,6 +440,39 @@ def test_forward_row_sums_on_the_tensor_cores():
     assert hgmma_on - hgmma_off == 2 * 2 * 128 // 16, (hgmma_on, hgmma_off)
 
 
+_FP8_ROWSUM_CHILD = """
+import json, torch
+from flashtriton.analysis.sass import capture_launches, compile_launch, compile_sm90a, cubin_sass
+from flashtriton.configs import gluon_fp8_config, make_params
+from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+out = []
+for rowsum in (False, True):
+    cfg = gluon_fp8_config(64, False)
+    q = torch.empty(1, 1024, 2, 64, dtype=torch.float8_e4m3fn)
+    launches = capture_launches(lambda: attn_fwd_gluon(
+        q, q, q, make_params(64), cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages,
+        cfg.pingpong, descale=torch.ones(3), rowsum_mma=rowsum))
+    (launch,) = [la for la in launches if la["name"] == "_attn_fwd_ws"]  # (not V's copy)
+    r = compile_launch(launch)
+    sass = cubin_sass(compile_sm90a(launch).asm["cubin"])
+    out.append([r["spill_bytes"], r["wgmma_serialized"], r["instructions"]["QGMMA"],
+                "0x38383838" in sass])
+print(json.dumps(out))
+"""
+
+
+def test_float8_forward_row_sums_on_the_tensor_cores():
+    """The float8 forward with ``rowsum_mma`` (d64): ``P · ones`` after each ``P V``, 4 more
+    float8 MMA instructions (one per 32 keys of a 128-key tile) at each of the two places P V is
+    issued, in each of the two consumers; no spills, MMAs not serialized. The tile of ones is
+    stored as e4m3's bits, 0x38 in each byte (a constant): converted from 1.0 in the kernel, two
+    bytes of each four a thread stored came from a stale register (docs/perf-log.md, session 68)."""
+    (s_off, ser_off, q_off, _), (s_on, ser_on, q_on, ones) = compile_child(_FP8_ROWSUM_CHILD)
+    assert s_off == s_on == 0 and not ser_off and not ser_on
+    assert q_on - q_off == 2 * 2 * 128 // 32, (q_on, q_off)
+    assert ones, "the tile of ones is not stored as the constant 0x38383838"
+
+
 # A child's prelude: ``forward_ptx`` compiles the Gluon forward's launch for 4096 keys (two
 # heads, bf16, no mask) for sm_90a and returns its PTX.
 _FORWARD_PTX = """

@@ -607,8 +607,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     half a key tile (block_n = 2 · block_m / consumers: the d64 and d128 configs); head dims 64
     and 128 only.
     float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
-    device, and o bfloat16; one program per tile (not ``persistent``), row sums in float32, whole
-    key tiles; V is copied keys-minor (``fp8_keys_minor``).
+    device, and o bfloat16; one program per tile (not ``persistent``), whole key tiles, row
+    sums in float32 unless ``rowsum_mma`` is True (off by default: then they are of P as
+    rounded to e4m3, the lse within log(1 + 2^-4)); V is copied keys-minor (``fp8_keys_minor``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -621,14 +622,13 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     if fp8:
         if descale is None:
             raise ValueError("attn_fwd_gluon: float8 inputs need descale (q, k, v descales)")
-        if persistent or rowsum_mma or half_tail:
-            raise ValueError("attn_fwd_gluon: float8 runs one program per tile, row sums in "
-                             "float32 and whole key tiles: persistent, rowsum_mma and "
-                             "half_tail are not built for it")
+        if persistent or half_tail:
+            raise ValueError("attn_fwd_gluon: float8 runs one program per tile and whole key "
+                             "tiles: persistent and half_tail are not built for it")
         if block_n % 32:
             raise ValueError(f"attn_fwd_gluon: float8 needs block_n a multiple of 32 (the "
                              f"products' key steps), got {block_n}")
-        rowsum_mma = half_tail = False
+        rowsum_mma, half_tail = bool(rowsum_mma), False
     elif descale is not None:
         raise ValueError(f"attn_fwd_gluon: descale applies to float8 inputs only (q is {q.dtype})")
     if d == 256 and consumers == 3:

@@ -268,8 +268,8 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
     same P operand as the step's ``P V`` (waited for with it)."""
     l_layout: gl.constexpr = l_acc.type.layout
     l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, l_layout)), 1)
-    p_l = gl.convert_layout(p_op, gl.DotOperandLayout(operand_index=0, parent=l_layout,
-                                                      k_width=2))
+    p_l = gl.convert_layout(p_op, gl.DotOperandLayout(
+        operand_index=0, parent=l_layout, k_width=32 // p_op.dtype.primitive_bitwidth))
     return warpgroup_mma(p_l, ones.permute((1, 0)), l_acc, is_async=True)
 
 
@@ -282,7 +282,9 @@ def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.con
     and d256 kernels no instruction writes P's operand registers between the products that read
     them and this wait, docs/perf-log.md, sessions 65 and 66; the GPU tests check the
     outputs.)"""
-    if ROWSUM_MMA:
+    if ROWSUM_MMA and p_op.dtype.is_fp8():
+        acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
+    elif ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
     elif p_op.dtype.is_fp8():
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
@@ -342,8 +344,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                  k_width=32 // dtype.primitive_bitwidth)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, 8, 16])
+    l_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1],
+        instr_shape=[16, 8, 256 // dtype.primitive_bitwidth])
     # the choice is read off the buffer's shape (the mbarrier buffer passed instead is [2 or 3,
     # 1]): a constexpr in a partition's args arrives as an i1 value, which cannot choose types
     ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
@@ -548,8 +551,12 @@ def _ones_tile(ROWSUM_MMA: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.conste
     if ROWSUM_MMA:
         layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([8, BLOCK_N], dtype)
         fill: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0])
-        ones = gl.allocate_shared_memory(dtype, [8, BLOCK_N], layout,
-                                         gl.full([8, BLOCK_N], 1.0, dtype, layout=fill))
+        if dtype.is_fp8():  # e4m3's 1.0 as its bits: converted, two bytes of the four a thread
+            # stored were a register's stale upper half (ptxas; docs/perf-log.md, session 68)
+            one = gl.full([8, BLOCK_N], 0x38, gl.uint8, layout=fill).to(dtype, bitcast=True)
+        else:
+            one = gl.full([8, BLOCK_N], 1.0, dtype, layout=fill)
+        ones = gl.allocate_shared_memory(dtype, [8, BLOCK_N], layout, one)
         fence_async_shared()
         return ones
     else:
