@@ -441,7 +441,7 @@ def test_forward_row_sums_on_the_tensor_cores():
 
 
 _FP8_ROWSUM_CHILD = """
-import json, torch
+import json, re, torch
 from flashtriton.analysis.sass import capture_launches, compile_launch, compile_sm90a, cubin_sass
 from flashtriton.configs import gluon_fp8_config, make_params
 from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
@@ -455,8 +455,10 @@ for rowsum in (False, True):
     (launch,) = [la for la in launches if la["name"] == "_attn_fwd_ws"]  # (not V's copy)
     r = compile_launch(launch)
     sass = cubin_sass(compile_sm90a(launch).asm["cubin"])
+    fresh = len(re.findall(r"QGMMA[.]64x8x32[^ ]* R[0-9]+, R[0-9]+, gdesc[[]UR[0-9]+[]], RZ, !UPT",
+                           sass))
     out.append([r["spill_bytes"], r["wgmma_serialized"], r["instructions"]["QGMMA"],
-                "0x38383838" in sass])
+                "0x38383838" in sass, fresh])
 print(json.dumps(out))
 """
 
@@ -464,12 +466,17 @@ print(json.dumps(out))
 def test_float8_forward_row_sums_on_the_tensor_cores():
     """The float8 forward with ``rowsum_mma`` (d64): ``P · ones`` after each ``P V``, 4 more
     float8 MMA instructions (one per 32 keys of a 128-key tile) at each of the two places P V is
-    issued, in each of the two consumers; no spills, MMAs not serialized. The tile of ones is
-    stored as e4m3's bits, 0x38 in each byte (a constant): converted from 1.0 in the kernel, two
-    bytes of each four a thread stored came from a stale register (docs/perf-log.md, session 68)."""
-    (s_off, ser_off, q_off, _), (s_on, ser_on, q_on, ones) = compile_child(_FP8_ROWSUM_CHILD)
+    issued, in each of the two consumers; no spills, MMAs not serialized. Each step's chain of
+    four starts from zero (``RZ, !UPT``: the float8 tensor cores' accumulation keeps about 14
+    bits, so the sums across steps are added in float32, ``_sum_rows_async``). The tile of ones
+    is stored as e4m3's bits, 0x38 in each byte (a constant): converted from 1.0 in the kernel,
+    two bytes of each four a thread stored came from a stale register (docs/perf-log.md,
+    session 68)."""
+    (s_off, ser_off, q_off, _, _), (s_on, ser_on, q_on, ones, fresh) = compile_child(
+        _FP8_ROWSUM_CHILD)
     assert s_off == s_on == 0 and not ser_off and not ser_on
     assert q_on - q_off == 2 * 2 * 128 // 32, (q_on, q_off)
+    assert fresh == 2 * 2, f"{fresh} row-sum chains start from zero, not one per place and consumer"
     assert ones, "the tile of ones is not stored as the constant 0x38383838"
 
 

@@ -264,19 +264,33 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
 @gluon.jit
 def _sum_rows_async(l_acc, alpha, p_op, ones):
     """``ROWSUM_MMA``'s step: the row-sum accumulator (an [BLOCK_M, 8] MMA tile whose columns
-    all hold the sums) rescaled by ``alpha`` like O, then ``P · ones`` issued into it on the
-    same P operand as the step's ``P V`` (waited for with it)."""
+    all hold the sums) rescaled by ``alpha`` like O, then ``P · ones`` issued on the same P
+    operand as the step's ``P V`` (waited for with it, ``_retire_pv``). Returns (the product
+    in flight, the rescaled sums). 16 bits: the product accumulates into the rescaled sums,
+    and both values are it. Float8: the product starts from zero (one step's sums, 128 keys)
+    and ``_retire_pv`` adds it to the rescaled sums in float32. The float8 tensor cores keep
+    about 14 bits of an accumulation, truncated: sums carried across a row's steps in them
+    dropped the small terms, and at 16k keys a row's l came out about a quarter low
+    (docs/perf-log.md, session 68)."""
     l_layout: gl.constexpr = l_acc.type.layout
     l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, l_layout)), 1)
     p_l = gl.convert_layout(p_op, gl.DotOperandLayout(
         operand_index=0, parent=l_layout, k_width=32 // p_op.dtype.primitive_bitwidth))
-    return warpgroup_mma(p_l, ones.permute((1, 0)), l_acc, is_async=True)
+    if p_op.dtype.is_fp8():
+        step = warpgroup_mma(p_l, ones.permute((1, 0)), gl.zeros_like(l_acc), use_acc=False,
+                             is_async=True)
+        return step, l_acc
+    else:
+        l_acc = warpgroup_mma(p_l, ones.permute((1, 0)), l_acc, is_async=True)
+        return l_acc, l_acc
 
 
 @gluon.jit
-def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.constexpr):
-    """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product on the
-    same P operand), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
+def _retire_pv(acc, p_op, l_acc, l_base, v_free, ROWSUM_MMA: gl.constexpr,
+               OWN_V: gl.constexpr):
+    """A step's end: wait for its ``P V`` (and, with ``ROWSUM_MMA``, its row-sum product
+    ``l_acc`` on the same P operand; float8: then added to ``l_base``, see
+    ``_sum_rows_async``), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
     ``_release``'s ``OWN``). Returns (acc, l_acc). A float8 P is not among the wait's
     dependencies: Triton's wait takes 16-, 32- and 64-bit values only. (In the compiled d64, d128
     and d256 kernels no instruction writes P's operand registers between the products that read
@@ -284,6 +298,7 @@ def _retire_pv(acc, p_op, l_acc, v_free, ROWSUM_MMA: gl.constexpr, OWN_V: gl.con
     outputs.)"""
     if ROWSUM_MMA and p_op.dtype.is_fp8():
         acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
+        l_acc = l_base + l_acc
     elif ROWSUM_MMA:
         acc, p_op, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op, l_acc))
     elif p_op.dtype.is_fp8():
@@ -384,8 +399,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             else:
                 v_op = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
             acc = warpgroup_mma(p_op, v_op, acc, is_async=True)
+            l_base = l_acc
             if ROWSUM_MMA:
-                l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
+                l_acc, l_base = _sum_rows_async(l_acc, alpha, p_op, ones)
             if PINGPONG:
                 _turn((WG + 1) % CONSUMERS, True)  # the next one's turn
             s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s_next,))
@@ -396,8 +412,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                  SLACK)
             if not LATE_CVT:
                 p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
-            acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA,
-                                    OWN_V)
+            acc, l_acc = _retire_pv(acc, p_op, l_acc, l_base, v_empty.index(slot),
+                                    ROWSUM_MMA, OWN_V)
             if LATE_CVT:
                 p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
         # (float8 runs whole tiles: the constant False keeps the half step out of its code)
@@ -418,8 +434,10 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                 v_op = v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM])
             acc = warpgroup_mma(p_op, v_op, acc, is_async=True)
             if ROWSUM_MMA:
-                l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
+                l_acc, l_base = _sum_rows_async(l_acc, alpha, p_op, ones)
                 acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
+                if dtype.is_fp8():  # (the step's sums, started from zero)
+                    l_acc = l_base + l_acc
                 # the 8 columns hold the same sums: any one is the row's l
                 l_i = gl.convert_layout(gl.max(l_acc, 1), row_s)
             else:
@@ -492,8 +510,9 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
     mbarrier.wait(v_ready.index(slot), ((last - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc,
                         is_async=True)
+    l_base = l_acc
     if ROWSUM_MMA:
-        l_acc = _sum_rows_async(l_acc, alpha, p_op, ones)
+        l_acc, l_base = _sum_rows_async(l_acc, alpha, p_op, ones)
     if CONSUMERS > 1:
         _turn((WG + 1) % CONSUMERS, True)
     s = warpgroup_mma_wait(num_outstanding=2 if ROWSUM_MMA else 1, deps=(s,))
@@ -504,7 +523,7 @@ def _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, acc, l_a
                                          shift, qk_scale, HALF, h_layout, ONE_PATH, ROWSUM_MMA)
     if not LATE_CVT:
         p16 = _to_operand(p, dtype, True)
-    acc, l_acc = _retire_pv(acc, p_op, l_acc, v_empty.index(slot), ROWSUM_MMA, OWN_V)
+    acc, l_acc = _retire_pv(acc, p_op, l_acc, l_base, v_empty.index(slot), ROWSUM_MMA, OWN_V)
     if LATE_CVT:
         p16 = _to_operand(p, dtype, True)
     if ROWSUM_MMA:
