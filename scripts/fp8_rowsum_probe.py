@@ -1,10 +1,11 @@
-"""Where float8 row sums on the tensor cores go wrong (docs/perf-log.md, sessions 66 and 67):
+"""Where float8 row sums on the tensor cores went wrong (docs/perf-log.md, sessions 66 to 68):
 one warpgroup's product of P (64 x 128, float32 in the scores' accumulator layout, made into a
 register A operand as the Gluon forward does, ``_fp8_operand``) and a tile B ([N, 128],
 keys-minor, 128-byte swizzle) in shared memory, against the product in float64 of P as rounded
-to the operand's dtype. Variants: B a tile of ones written by the threads (as the forward's
-``_ones_tile``), ones copied in by TMA (as the forward's V), or random values by TMA (the whole
-product, the probe's own check); the product's width N (8, 16, 64); P's operand made by
+to the operand's dtype. Variants: B a tile of ones written by the threads from 1.0 converted in
+the kernel ("threads"), or as e4m3's bits, 0x38 ("bits", as the forward's ``_ones_tile`` now
+does), ones copied in by TMA (as the forward's V), or random values by TMA (the whole product,
+the probe's own check); the product's width N (8, 16, 64); P's operand made by
 ``_fp8_operand`` or by ``p.to`` and a layout conversion, converted to the product's parent
 directly or through P·V's (parent [16, 64, 32]); bfloat16, with ones by the threads, as the
 control. Each variant's largest error over the largest product, and whether a row's columns are
@@ -14,12 +15,15 @@ equal (they must be for a B of ones), are printed and written to --out as JSON.
 
 ``--kernel``: the Gluon forward itself, with and without ``rowsum_mma``, on one head of a few
 shapes: each row's l with the row sums on the tensor cores over the float32 sums, as
-exp(lse_rowsum - lse), summarized per 64 rows. The launcher refuses ``rowsum_mma`` for float8:
-run it on a tree with bench/results/2026-12-07-s67-fp8-rowsum.patch applied (each case
-otherwise reports the ValueError).
+exp(lse_rowsum - lse), summarized per 64 rows.
 
-Session 67 (H100, the version at 8b4ef5a: B of ones written by the threads only): every float8
-variant wrong, bfloat16 exact (bench/results/2026-12-07-s67-h100-fp8-rowsum-probe.json).
+Session 67 (H100, "threads" only): every float8 variant wrong, bfloat16 exact. Session 68
+(H100, bench/results/2026-12-07-s68-h100-fp8-rowsum-probe.json): "bits", "tma-ones" and
+"tma-rand" right in every variant (largest error 1-4e-4 of the largest product, e4m3's P
+against float64), "threads" wrong as before: ptxas kept a register's stale upper half in two of
+the four bytes each thread stored. The forward with ``rowsum_mma`` then gave l within 1% at
+1,024 keys, but outputs 32% off at 16k keys, until each step's sums started from zero
+(``fwd_gluon_tile._sum_rows_async``: the float8 accumulation keeps about 14 bits).
 """
 
 from __future__ import annotations

@@ -270,8 +270,8 @@ def _sum_rows_async(l_acc, alpha, p_op, ones):
     and both values are it. Float8: the product starts from zero (one step's sums, 128 keys)
     and ``_retire_pv`` adds it to the rescaled sums in float32. The float8 tensor cores keep
     about 14 bits of an accumulation, truncated: sums carried across a row's steps in them
-    dropped the small terms, and at 16k keys a row's l came out about a quarter low
-    (docs/perf-log.md, session 68)."""
+    dropped the small terms, and at 16k keys the outputs were 32% off (an emulation of that
+    accumulation puts l 23-27% low; docs/perf-log.md, session 68)."""
     l_layout: gl.constexpr = l_acc.type.layout
     l_acc = l_acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, l_layout)), 1)
     p_l = gl.convert_layout(p_op, gl.DotOperandLayout(
