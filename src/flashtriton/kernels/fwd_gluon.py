@@ -609,7 +609,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
     device, and o bfloat16; one program per tile (not ``persistent``), whole key tiles, row
     sums in float32 unless ``rowsum_mma`` is True (off by default: then they are of P as
-    rounded to e4m3, the lse within log(1 + 2^-4)); V is copied keys-minor (``fp8_keys_minor``).
+    rounded to e4m3, the lse within log(1 + 2^-4); since session 68's fixes compiled and
+    emulated, not yet run on the GPU); V is copied keys-minor (``fp8_keys_minor``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
