@@ -25,6 +25,9 @@ from flashtriton.kernels import fwd_gluon
 from flashtriton.kernels.fwd import attn_fwd
 
 
+PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_tl", "bf16")
+
+
 def rel_err(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
@@ -39,6 +42,10 @@ def main(argv=None):
     ap.add_argument("--providers", default=None,
                     help="comma-separated subset (default: all that apply)")
     args = ap.parse_args(argv)
+    wanted = args.providers.split(",") if args.providers else None
+    unknown = sorted(set(wanted or ()) - set(PROVIDERS))
+    if unknown:
+        ap.error(f"--providers: unknown {', '.join(unknown)} (known: {', '.join(PROVIDERS)})")
     fp8 = torch.float8_e4m3fn
     rows = []
     for d in map(int, args.headdims.split(",")):
@@ -78,9 +85,8 @@ def main(argv=None):
             }
             if d == 256:
                 del providers["fp8_gluon_rowsum"]
-            if args.providers:
-                providers = {n: f for n, f in providers.items()
-                             if n in args.providers.split(",")}
+            if wanted:
+                providers = {n: f for n, f in providers.items() if n in wanted}
             checked = {}
             for name, fn in providers.items():
                 if name == "v_copy":
