@@ -21,7 +21,7 @@ Session 67 (H100, "threads" only): every float8 variant wrong, bfloat16 exact. S
 (H100, bench/results/2026-12-07-s68-h100-fp8-rowsum-probe.json): "bits", "tma-ones" and
 "tma-rand" right in every variant (largest error 1-4e-4 of the largest product, e4m3's P
 against float64), "threads" wrong as before: ptxas kept a register's stale upper half in two of
-the four bytes each thread stored. The forward with ``rowsum_mma`` then gave l within 1% at
+the four bytes each thread stored. The forward with ``rowsum_mma`` then gave l within 1.1% at
 1,024 keys, but outputs 32% off at 16k keys, until each step's sums started from zero
 (``fwd_gluon_tile._sum_rows_async``: the float8 accumulation keeps about 14 bits).
 """
