@@ -144,8 +144,10 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
     (1, 129, 65, 4, 2, 128, True),           # rows that see no key
     (1, 333, 419, 4, 2, 64, True),           # shifted diagonal, GQA
     (1, 257, 383, 2, 2, 64, False),          # keys not a multiple of 32
+    (1, 4096, 4096, 2, 2, 64, False),        # long rows: the sums across 32 key tiles
+    (1, 2048, 2048, 2, 2, 128, True),
 ], ids=["b2-sq1000-d128", "b1-sq129-sk65-d128-causal", "b1-sq333-sk419-d64-causal",
-        "b1-sq257-sk383-d64"])
+        "b1-sq257-sk383-d64", "b1-sq4096-d64", "b1-sq2048-d128-causal"])
 def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal):
     """``rowsum_mma`` on float8 inputs: the row sums are of P as rounded to e4m3 (the weights
     P·V gives V), each term within a relative 2^-4 of its float32 value, so log(l) within
