@@ -583,6 +583,9 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
 # -2.0 to -3.6%). The row sums are then of P rounded to the input dtype, as P·V weighs V: O is
 # as accurate, the lse off by at most log(1 + u) (u = 2^-8 in bfloat16, 2^-11 in float16).
 ROWSUM_MMA_HEAD_DIMS = (64,)
+# float8: the head dims whose row sums are by default on the tensor cores (``rowsum_mma``), each
+# step's P·ones from zero, added in float32 (``fwd_gluon_tile._sum_rows_async``)
+FP8_ROWSUM_MMA_HEAD_DIMS = (64,)
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
@@ -608,9 +611,10 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     and 128 only.
     float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
     device, and o bfloat16; one program per tile (not ``persistent``), whole key tiles, row
-    sums in float32 unless ``rowsum_mma`` is True (off by default: then they are of P as
-    rounded to e4m3, the lse within log(1 + 2^-4); since session 68's fixes compiled and
-    emulated, not yet run on the GPU); V is copied keys-minor (``fp8_keys_minor``).
+    sums on the tensor cores at the head dims in ``FP8_ROWSUM_MMA_HEAD_DIMS`` unless
+    ``rowsum_mma`` is False (then in float32; not built at 256): of P as rounded to e4m3, the
+    weights P·V gives V, so the lse is within log(1 + 2^-4) more; V is copied keys-minor
+    (``fp8_keys_minor``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -629,7 +633,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         if block_n % 32:
             raise ValueError(f"attn_fwd_gluon: float8 needs block_n a multiple of 32 (the "
                              f"products' key steps), got {block_n}")
-        rowsum_mma, half_tail = bool(rowsum_mma), False
+        if rowsum_mma is None:
+            rowsum_mma = d in FP8_ROWSUM_MMA_HEAD_DIMS
+        half_tail = False
     elif descale is not None:
         raise ValueError(f"attn_fwd_gluon: descale applies to float8 inputs only (q is {q.dtype})")
     if d == 256 and consumers == 3:
