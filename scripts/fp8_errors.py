@@ -5,10 +5,13 @@ each is, and the low-precision side's error (PyTorch in float32 with P rounded t
 the float8 tensor cores' own error on one Q·Kᵀ through cuBLAS (torch._scaled_mm, with and
 without its fast accumulation), against float64. On an sm_90 GPU.
 
-    PYTHONPATH=src:tests python3 scripts/fp8_errors.py [--out FILE.json] [--slack S]
+    PYTHONPATH=src:tests python3 scripts/fp8_errors.py [--out FILE.json] [--p-shift S]
 
-``--slack S``: compile the Gluon forward with fwd_gluon_tile.RESCALE_SLACK = S instead (the
-running max moves once a tile's scores pass it by more than S, log2 units; 8 as shipped).
+The Gluon forward runs with its row sums in float32 ("gluon") and, at head dims 64 and 128, on
+the tensor cores ("gluon_rowsum", the launcher's ``rowsum_mma``). ``--p-shift S``: compile it
+with fwd_gluon_tile.FP8_P_SHIFT = S instead (P taken against the running max less S, log2
+units, before its rounding to e4m3; 8 as shipped, 0 before session 69). (Session 65's
+``--slack`` is gone: float8 runs without slack, ``fwd_gluon_tile._attend_tile``.)
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ def where_max(err):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out")
-    ap.add_argument("--slack", type=float)
+    ap.add_argument("--p-shift", type=float)
     args = ap.parse_args(argv)
-    if args.slack is not None:  # before the first compile, which reads the global
+    if args.p_shift is not None:  # before the first compile, which reads the global
         from triton.experimental.gluon import language as gl
 
         from flashtriton.kernels import fwd_gluon_tile
-        fwd_gluon_tile.RESCALE_SLACK = gl.constexpr(args.slack)
+        fwd_gluon_tile.FP8_P_SHIFT = gl.constexpr(args.p_shift)
     rows = []
     for b, sq, sk, h, hk, d, causal in SHAPES:
         torch.manual_seed(0)
@@ -56,9 +59,12 @@ def main(argv=None):
         lowp_err = (lowp.double() - ref).abs().max().item()
         block_n = 64 if d == 256 else 128
         runs = {"gluon": attn_fwd_gluon(q8, k8, v8, params, 128, block_n, 4, 2, True,
-                                        descale=desc),
+                                        descale=desc, rowsum_mma=False),
                 "tl": attn_fwd(q8, k8, v8, params, descale=desc,
                                config=KernelConfig(128, 64, 4, 2))}
+        if d != 256:
+            runs["gluon_rowsum"] = attn_fwd_gluon(q8, k8, v8, params, 128, block_n, 4, 2, True,
+                                                  descale=desc, rowsum_mma=True)
         for name, (out, lse) in runs.items():
             e_out = (out.double() - ref).abs()  # (b, sq, h, d)
             v_out, at_out = where_max(e_out)
@@ -73,12 +79,12 @@ def main(argv=None):
                        lse_err_by_consumer=by_consumer,
                        lse_err_mean=e_lse[finite].mean().item())
             rows.append(row)
-            print(f"{name:5s} b{b} sq{sq} sk{sk} h{h}/{hk} d{d}{' causal' if causal else ''}: "
+            print(f"{name:12s} b{b} sq{sq} sk{sk} h{h}/{hk} d{d}{' causal' if causal else ''}: "
                   f"out {v_out:.3e} at {row['out_at']} (lowp {lowp_err:.3e}); lse max "
                   f"{v_lse:.2e} at {row['lse_at']}, mean {row['lse_err_mean']:.1e}, by consumer "
                   f"{by_consumer[0]:.1e} / {by_consumer[1]:.1e}", flush=True)
     # the tensor cores' own float8 product: Q·Kᵀ of one head, K = d
-    for d in (() if args.slack is not None else (64, 128, 256)):
+    for d in (() if args.p_shift is not None else (64, 128, 256)):
         torch.manual_seed(1)
         a = (torch.randn(4096, d, device="cuda") * 40).to(torch.float8_e4m3fn)
         bt = (torch.randn(4096, d, device="cuda") * 40).to(torch.float8_e4m3fn)
@@ -93,7 +99,8 @@ def main(argv=None):
                   flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"meta": {"gpu": torch.cuda.get_device_name()}, "results": rows}, f,
+            json.dump({"meta": {"gpu": torch.cuda.get_device_name(), "p_shift": args.p_shift},
+                       "results": rows}, f,
                       indent=1)
 
 

@@ -27,9 +27,9 @@ try:  # Gluon is in Triton 3.5 and newer
 except ImportError:
     attn_fwd_gluon, FP8_ROWSUM_MMA_HEAD_DIMS = None, ()
 
+GLUON = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9
 gluon_only = pytest.mark.skipif(
-    DEVICE != "cuda" or torch.cuda.get_device_capability()[0] != 9,
-    reason="Gluon kernels run on an sm_90 GPU only; the interpreter cannot run them")
+    not GLUON, reason="Gluon kernels run on an sm_90 GPU only; the interpreter cannot run them")
 
 FP8 = torch.float8_e4m3fn
 
@@ -117,7 +117,9 @@ def test_fp8_forward(shape, causal):
     ref, ref_lse = attention_ref(*deq, causal=causal)
     lowp = torch_fp8_attention(*[x.float() for x in deq], causal=causal)
     assert_close(out, ref, lowp)
-    assert torch.allclose(lse, ref_lse, rtol=1e-3, atol=1e-3), (lse - ref_lse).abs().max()
+    # (on sm_90 the Gluon kernel runs where it is built, its row sums as it sums them by default)
+    extra = rowsum_extra(d) if GLUON and (d, causal) in configs._FWD_GLUON_FP8 else 0.0
+    assert torch.allclose(lse, ref_lse, rtol=1e-3, atol=1e-3 + extra), (lse - ref_lse).abs().max()
 
 
 # (b, sq, sk, h, hk, d, causal, (block_m, block_n, warps, stages, pingpong))

@@ -584,8 +584,9 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
 # as accurate, the lse off by at most log(1 + u) (u = 2^-8 in bfloat16, 2^-11 in float16).
 ROWSUM_MMA_HEAD_DIMS = (64,)
 # float8: the head dims whose row sums are by default on the tensor cores (``rowsum_mma``), each
-# step's P·ones from zero, added in float32 (``fwd_gluon_tile._sum_rows_async``)
-FP8_ROWSUM_MMA_HEAD_DIMS = (64,)
+# step's P·ones from zero, added in float32 (``fwd_gluon_tile._sum_rows_async``), P taken
+# against the max less ``fwd_gluon_tile.FP8_P_SHIFT``
+FP8_ROWSUM_MMA_HEAD_DIMS = (64, 128)
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,

@@ -115,19 +115,35 @@ def _row_max(s):
 # against the row max), at head dims 64-256 (scripts/fp8_errors.py, docs/perf-log.md, session 65).
 RESCALE_SLACK = gl.constexpr(8.0)
 
+# float8: P is taken against the running max less this (log2 units), P = 2^(s - m + 8) in
+# [0, 256], before its rounding to e4m3 (largest finite 448), and the lse is corrected by it at
+# the end (``_attend_tile`` returns the max P was taken against). A row's largest P stays a
+# power of two (256, exact in e4m3, as 1 was), and the rest of the row keeps e4m3's normal
+# range down to 2^-14 of it instead of 2^-6: against the row max, the terms below 2^-10 of it
+# round to zero, and in long rows of spread scores they carried up to a tenth of the row's
+# sum. Sums of the rounded P (``ROWSUM_MMA``) then lost that tenth, and the outputs were 0.12
+# to 0.20 off at 1,000 to 4,096 keys on the GPU (an emulation in float64 gave 0.15 and 0.23;
+# with the shift 0.025 and 0.017, and the float32 sums' 0.027 and 0.020 went to 0.025 and
+# 0.017; docs/perf-log.md, session 69).
+FP8_P_SHIFT = gl.constexpr(8.0)
+
 
 @gluon.jit
 def _softmax_block(s, m_i, l_i, qk_scale, NO_SUM: gl.constexpr = False,
-                   SLACK: gl.constexpr = RESCALE_SLACK):
+                   SLACK: gl.constexpr = RESCALE_SLACK, P_SHIFT: gl.constexpr = 0.0):
     """One online-softmax step on raw scores ``s`` (log2 units after the scale, which must be
     positive: -inf scores stay -inf). Returns (p, alpha, m_new, l_new). The running max starts
     at -FLT_MAX, not -inf (``_attend_tile``), so a row that has seen no key yet keeps that finite
     max, gets p = exp2(-inf) = 0 and alpha = 1, and no guard is needed; its l stays 0. The
     max moves only by more than ``SLACK`` (``RESCALE_SLACK``); l and O are kept against the max
-    it holds. ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``)."""
+    it holds. ``NO_SUM``: l_new is l_i (the caller sums P on the tensor cores, ``_attend_tile``).
+    ``P_SHIFT``: P against the max less it (``FP8_P_SHIFT``); m_new is still the max."""
     m_seen = _row_max(s) * qk_scale
     m_new = gl.where(m_seen > m_i + SLACK, m_seen, m_i)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    if P_SHIFT != 0.0:
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new - P_SHIFT, 1))
+    else:
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
     alpha = gl.exp2(m_i - m_new)
     if NO_SUM:
         l_new = l_i
@@ -209,7 +225,7 @@ def _fp8_operand(p, dtype: gl.constexpr):
     each 32 keys in ``keys_minor.ORDER``). The layouts only relabel registers
     (``assert_trivial``). The relabelling is done on the float32 values, and the four values of
     each register are then converted by one inline asm, rounded to nearest and saturated at
-    e4m3's largest finite value (448; P is at most 1 there, ``_attend_tile``'s SLACK). Converted
+    e4m3's largest finite value (448; P is at most 256 there: no slack, ``FP8_P_SHIFT``). Converted
     at the end of the step before (``p.to``) and carried across the loop's back edge, the bytes
     were unpacked one a register and packed again: the d64 loop 1,100 instructions against 908
     (docs/perf-log.md, session 66)."""
@@ -237,7 +253,8 @@ def _p_operand(p, p_layout: gl.constexpr, dtype: gl.constexpr):
 @gluon.jit
 def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_scale,
                     BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ONE_PATH: gl.constexpr,
-                    NO_SUM: gl.constexpr, SLACK: gl.constexpr = RESCALE_SLACK):
+                    NO_SUM: gl.constexpr, SLACK: gl.constexpr = RESCALE_SLACK,
+                    P_SHIFT: gl.constexpr = 0.0):
     """``_softmax_block`` on the scores of the key tile at ``start_n``, masked first where the
     runtime flag ``masked`` says the tile has keys a row must not see. ``ONE_PATH``: one softmax
     after an optional mask (less code); otherwise the softmax is written out in both branches
@@ -246,18 +263,19 @@ def _masked_softmax(s, m_i, l_i, masked, offs_m, start_n, seqlen_k, shift, qk_sc
     basic block, and ptxas's scheduler moves that wait up into the softmax, so the softmax of
     S[j+1] does not run under the product; the branches' join keeps the wait after it. The
     persistent kernel's choice is made per call (``one_softmax_path``, session 22). ``NO_SUM``,
-    ``SLACK``: ``_softmax_block``'s."""
+    ``SLACK``, ``P_SHIFT``: ``_softmax_block``'s."""
     if ONE_PATH:
         if masked:
             s = _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout)
-        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM, SLACK)
+        p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM, SLACK, P_SHIFT)
     else:
         if masked:
             p, alpha, m_new, l_new = _softmax_block(
                 _mask_scores(s, offs_m, start_n, seqlen_k, shift, BLOCK_N, s_layout), m_i, l_i,
-                qk_scale, NO_SUM, SLACK)
+                qk_scale, NO_SUM, SLACK, P_SHIFT)
         else:
-            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM, SLACK)
+            p, alpha, m_new, l_new = _softmax_block(s, m_i, l_i, qk_scale, NO_SUM, SLACK,
+                                                    P_SHIFT)
     return p, alpha, m_new, l_new
 
 
@@ -342,7 +360,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     diagonal of the first consumer of a 128-row tile against 128-key tiles), and that step
     runs on half the keys (``_half_tail``); 0 otherwise (the launchers pass the constant 0
     where no tile can be half, and the branch is compiled away).
-    Returns (acc, m_i, l_i), O unnormalized."""
+    Returns (acc, m_i, l_i), O unnormalized, m_i the max P and l were taken against (float8:
+    the running max less ``FP8_P_SHIFT``)."""
     BLOCK_M: gl.constexpr = q_s.type.shape[0]
     HEAD_DIM: gl.constexpr = q_s.type.shape[1]
     STAGES: gl.constexpr = k_smem.type.shape[0]
@@ -367,6 +386,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
     # the running max's slack: RESCALE_SLACK in 16 bits, none for float8 (see there)
     SLACK: gl.constexpr = RESCALE_SLACK * (dtype.primitive_bitwidth // 16)
+    # float8: P against the max less FP8_P_SHIFT (see there); 16 bits: against the max
+    P_SHIFT: gl.constexpr = FP8_P_SHIFT if dtype.is_fp8() else 0.0
     m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
@@ -380,7 +401,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         _release(k_empty.index(slot0), OWN_K)
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
-                                             ROWSUM_MMA, SLACK)
+                                             ROWSUM_MMA, SLACK, P_SHIFT)
         p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
         for j in range(0, n_own - 1 - n_half):
             slot = (kv + j) % STAGES
@@ -409,7 +430,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
             p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, j + 1 >= n_full, offs_m,
                                                  (j + 1) * BLOCK_N, seqlen_k, shift, qk_scale,
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA,
-                                                 SLACK)
+                                                 SLACK, P_SHIFT)
             if not LATE_CVT:
                 p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
             acc, l_acc = _retire_pv(acc, p_op, l_acc, l_base, v_empty.index(slot),
@@ -458,6 +479,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         if PINGPONG:
             if i > 0:
                 _turn((WG + 1) % CONSUMERS, True)
+    if P_SHIFT != 0.0:
+        m_i = m_i - P_SHIFT
     return acc, m_i, l_i
 
 
