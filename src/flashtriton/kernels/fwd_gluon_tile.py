@@ -115,9 +115,11 @@ def _row_max(s):
 # against the row max), at head dims 64-256 (scripts/fp8_errors.py, docs/perf-log.md, session 65).
 RESCALE_SLACK = gl.constexpr(8.0)
 
-# float8: P is taken against the running max less this (log2 units), P = 2^(s - m + 8) in
-# [0, 256], before its rounding to e4m3 (largest finite 448), and the lse is corrected by it at
-# the end (``_attend_tile`` returns the max P was taken against). A row's largest P stays a
+# float8 with ``ROWSUM_MMA``: P is taken against the running max less this (log2 units),
+# P = 2^(s - m + 8) in [0, 256], before its rounding to e4m3 (largest finite 448), and the lse
+# is corrected by it at the end (``_attend_tile`` returns the max P was taken against). (The
+# float32 sums, float8's default, keep P against the max as the GPU has tested them; the shift
+# would make them slightly better too, below, once it has run on the GPU.) A row's largest P stays a
 # power of two (256, exact in e4m3, as 1 was), and the rest of the row keeps e4m3's normal
 # range down to 2^-14 of it instead of 2^-6: against the row max, the terms below 2^-10 of it
 # round to zero, and in long rows of spread scores they carry much of a row's sum (up to a
@@ -388,8 +390,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     ROWSUM_MMA: gl.constexpr = ones.type.shape[0] == 8
     # the running max's slack: RESCALE_SLACK in 16 bits, none for float8 (see there)
     SLACK: gl.constexpr = RESCALE_SLACK * (dtype.primitive_bitwidth // 16)
-    # float8: P against the max less FP8_P_SHIFT (see there); 16 bits: against the max
-    P_SHIFT: gl.constexpr = FP8_P_SHIFT if dtype.is_fp8() else 0.0
+    # float8 with its row sums on the tensor cores: P against the max less FP8_P_SHIFT (see
+    # there); otherwise against the max
+    P_SHIFT: gl.constexpr = (FP8_P_SHIFT if ROWSUM_MMA else 0.0) if dtype.is_fp8() else 0.0
     m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
