@@ -457,8 +457,9 @@ for rowsum in (False, True):
     sass = cubin_sass(compile_sm90a(launch).asm["cubin"])
     fresh = len(re.findall(r"QGMMA[.]64x8x32[^ ]* R[0-9]+, R[0-9]+, gdesc[[]UR[0-9]+[]], RZ, !UPT",
                            sass))
+    shifts = len(re.findall(r"FADD R[0-9]+, -?R[0-9]+(?:[.]reuse)?, -8 ;", sass))
     out.append([r["spill_bytes"], r["wgmma_serialized"], r["instructions"]["QGMMA"],
-                "0x38383838" in sass, fresh])
+                "0x38383838" in sass, fresh, shifts])
 print(json.dumps(out))
 """
 
@@ -471,13 +472,16 @@ def test_float8_forward_row_sums_on_the_tensor_cores():
     bits, so the sums across steps are added in float32, ``_sum_rows_async``). The tile of ones
     is stored as e4m3's bits, 0x38 in each byte (a constant): converted from 1.0 in the kernel,
     two bytes of each four a thread stored came from a stale register (docs/perf-log.md,
-    session 68)."""
-    (s_off, ser_off, q_off, _, _), (s_on, ser_on, q_on, ones, fresh) = compile_child(
-        _FP8_ROWSUM_CHILD)
+    session 68). With the row sums, and only there, P is taken against the max less 8
+    (``fwd_gluon_tile.FP8_P_SHIFT``: an ``FADD …, -8`` of the max), so that e4m3 does not round
+    a long row's small terms to zero (session 69)."""
+    (s_off, ser_off, q_off, _, _, shift_off), (s_on, ser_on, q_on, ones, fresh, shift_on) = (
+        compile_child(_FP8_ROWSUM_CHILD))
     assert s_off == s_on == 0 and not ser_off and not ser_on
     assert q_on - q_off == 2 * 2 * 128 // 32, (q_on, q_off)
     assert fresh == 2 * 2, f"{fresh} row-sum chains start from zero, not one per place and consumer"
     assert ones, "the tile of ones is not stored as the constant 0x38383838"
+    assert shift_on > 0 and shift_off == 0, (shift_on, shift_off)
 
 
 # A child's prelude: ``forward_ptx`` compiles the Gluon forward's launch for 4096 keys (two
