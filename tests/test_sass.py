@@ -446,11 +446,11 @@ from flashtriton.analysis.sass import capture_launches, compile_launch, compile_
 from flashtriton.configs import gluon_fp8_config, make_params
 from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
 out = []
-for rowsum in (False, True):
-    cfg = gluon_fp8_config(64, False)
-    q = torch.empty(1, 1024, 2, 64, dtype=torch.float8_e4m3fn)
+for d, rowsum in ((64, False), (64, True), (64, None), (128, None)):
+    cfg = gluon_fp8_config(d, False)
+    q = torch.empty(1, 1024, 2, d, dtype=torch.float8_e4m3fn)
     launches = capture_launches(lambda: attn_fwd_gluon(
-        q, q, q, make_params(64), cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages,
+        q, q, q, make_params(d), cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages,
         cfg.pingpong, descale=torch.ones(3), rowsum_mma=rowsum))
     (launch,) = [la for la in launches if la["name"] == "_attn_fwd_ws"]  # (not V's copy)
     r = compile_launch(launch)
@@ -474,14 +474,18 @@ def test_float8_forward_row_sums_on_the_tensor_cores():
     two bytes of each four a thread stored came from a stale register (docs/perf-log.md,
     session 68). With the row sums, and only there, P is taken against the max less 8
     (``fwd_gluon_tile.FP8_P_SHIFT``: an ``FADD …, -8`` of the max), so that e4m3 does not round
-    a long row's small terms to zero (session 69)."""
-    (s_off, ser_off, q_off, _, _, shift_off), (s_on, ser_on, q_on, ones, fresh, shift_on) = (
-        compile_child(_FP8_ROWSUM_CHILD))
+    a long row's small terms to zero (session 69). By default (``FP8_ROWSUM_MMA_HEAD_DIMS``)
+    the row sums are on the tensor cores at d64 and d128 (session 70)."""
+    off, on, default64, default128 = compile_child(_FP8_ROWSUM_CHILD)
+    (s_off, ser_off, q_off, _, _, shift_off), (s_on, ser_on, q_on, ones, fresh, shift_on) = off, on
     assert s_off == s_on == 0 and not ser_off and not ser_on
     assert q_on - q_off == 2 * 2 * 128 // 32, (q_on, q_off)
     assert fresh == 2 * 2, f"{fresh} row-sum chains start from zero, not one per place and consumer"
     assert ones, "the tile of ones is not stored as the constant 0x38383838"
     assert shift_on > 0 and shift_off == 0, (shift_on, shift_off)
+    assert default64 == on, (default64, on)
+    *_, ones128, fresh128, shift128 = default128
+    assert default128[0] == 0 and ones128 and fresh128 == 2 * 2 and shift128 > 0, default128
 
 
 # A child's prelude: ``forward_ptx`` compiles the Gluon forward's launch for 4096 keys (two

@@ -585,11 +585,11 @@ def one_softmax_path(head_dim: int, consumers: int, causal: bool, seqlen_k: int)
 ROWSUM_MMA_HEAD_DIMS = (64,)
 # float8: the head dims whose row sums are by default on the tensor cores (``rowsum_mma``), each
 # step's P·ones from zero, added in float32 (``fwd_gluon_tile._sum_rows_async``), P taken
-# against the max less ``fwd_gluon_tile.FP8_P_SHIFT``. None yet: with P against the max the
-# sums lost the terms e4m3 rounds to zero, and the outputs failed the tests at 1,000 keys and
-# more on an H100; the shift that fixes it (in a float64 emulation) has not run on the GPU
-# (docs/perf-log.md, session 69). Faster there at d64 and d128 (+7.5% and +5.7% at 16k).
-FP8_ROWSUM_MMA_HEAD_DIMS: tuple[int, ...] = ()
+# against the max less ``fwd_gluon_tile.FP8_P_SHIFT`` (without it e4m3 rounds a long row's small
+# terms to zero and the sums lose them). On an H100 (docs/perf-log.md, session 70): every
+# float8 test passed, the outputs as close to float64 as with float32 sums, and the kernel
+# +5.1% / +1.3% at d64 (causal second) and +5.3% / +3.1% at d128 at 16k. Not built at 256.
+FP8_ROWSUM_MMA_HEAD_DIMS: tuple[int, ...] = (64, 128)
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
@@ -616,10 +616,10 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
     device, and o bfloat16; one program per tile (not ``persistent``), whole key tiles, row
     sums on the tensor cores with ``rowsum_mma`` (by default at the head dims in
-    ``FP8_ROWSUM_MMA_HEAD_DIMS``, none yet; not built at 256), else in float32. On the tensor
+    ``FP8_ROWSUM_MMA_HEAD_DIMS``: 64 and 128; not built at 256), else in float32. On the tensor
     cores they are of P as rounded to e4m3, the weights P·V gives V, so the lse is within
-    log(1 + 2^-4) more, and P is taken against the max less ``fwd_gluon_tile.FP8_P_SHIFT``
-    (not yet run on the GPU). V is copied keys-minor (``fp8_keys_minor``).
+    log(1 + 2^-4) more, and P is taken against the max less ``fwd_gluon_tile.FP8_P_SHIFT``.
+    V is copied keys-minor (``fp8_keys_minor``).
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
