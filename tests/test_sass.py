@@ -86,7 +86,12 @@ def test_innermost_mma_loops():
                                 "barriers": 1, "fences": 1, "uniform_moves": 1,
                                 # two 64x64x16 bf16 MMAs, A and B from shared memory
                                 "mma_flops": 2 * 2 * 64 * 64 * 16,
-                                "mma_shared_bytes": 2 * (64 * 16 + 64 * 16) * 2}]
+                                "mma_shared_bytes": 2 * (64 * 16 + 64 * 16) * 2,
+                                "opcodes": {"HGMMA": 2, "SYNCS": 1, "BRA": 2, "LDL": 1,
+                                            "STS": 1, "MEMBAR": 1, "R2UR": 1, "BAR": 1}}]
+    # most frequent first, ties in the order met
+    assert list(mma_loops(sass)[0]["opcodes"]) == ["BRA", "HGMMA", "SYNCS", "LDL", "STS",
+                                                    "MEMBAR", "R2UR", "BAR"]
     assert mma_loops(SASS_SAMPLE) == []  # no backward branch
 
 
@@ -229,6 +234,22 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
     for loop in r["mma_loops"]:
         assert loop["shared_stores"] == 0, loop
         assert loop["local_stores"] == 0 and loop["local_loads"] == 0, loop
+        assert sum(loop["opcodes"].values()) == loop["instructions"], loop
+        assert loop["opcodes"]["QGMMA"] == loop["mma"], loop
+
+
+def test_cli_lists_each_loops_opcodes():
+    """``flashtriton sass --opcodes N``: under each innermost MMA loop, its N most frequent
+    opcodes with their counts, most first."""
+    out = subprocess.run([sys.executable, "-m", "flashtriton.cli", "sass", "--kernel",
+                          "gluon_fwd_fp8", "--headdim", "64", "--opcodes", "4"],
+                         capture_output=True, text=True, check=True).stdout
+    loops = [x for x in out.splitlines() if "innermost MMA loop" in x]
+    lists = [x.strip() for x in out.splitlines() if x.strip().startswith("opcodes: ")]
+    assert len(loops) == len(lists) >= 2, out
+    for line in lists:
+        counts = [int(item.rsplit(" ", 1)[1]) for item in line[len("opcodes: "):].split(", ")]
+        assert len(counts) == 4 and counts == sorted(counts, reverse=True), line
 
 
 def _consumer_loops(loops, mma, spread):
@@ -291,6 +312,7 @@ def test_gluon_backward_d256_dq_fits_an_sm():
 @pytest.mark.parametrize("args, code, message", [
     (["--kernel", "no_such_kernel"], 2, "unknown kernel 'no_such_kernel'; known: production_fwd"),
     (["--kernel", "gluon_bwd_d256", "--headdim", "128"], 1, "covers 256, not 128"),
+    (["--opcodes", "-1"], 2, "--opcodes takes a count of 0 or more, not -1"),
 ])
 def test_cli_errors_are_one_line(args, code, message):
     """A wrong registry name or a head dim the entry's launcher refuses: a one-line error and

@@ -341,7 +341,8 @@ def mma_loops(sass: str) -> list[dict]:
     one), ``R2UR`` moves to uniform registers (a wgmma descriptor kept in ordinary
     registers takes two at each use), and its warpgroup MMAs' FLOPs and the bytes they read
     from shared memory (``wgmma_work``: a step's tensor work and the operand traffic that
-    shared memory must carry for it)."""
+    shared memory must carry for it), and ``opcodes``: how many of each opcode (its name up to
+    the first dot) the loop holds, most first (what a step's instructions are spent on)."""
     lines = sass_instructions(sass)
     loops = []
     for i, (addr, op, rest) in enumerate(lines):
@@ -363,7 +364,9 @@ def mma_loops(sass: str) -> list[dict]:
                           "fences": sum(o.startswith("MEMBAR") for _, o, _ in body),
                           "uniform_moves": sum(o.startswith("R2UR") for _, o, _ in body),
                           "mma_flops": sum(f for f, _ in work),
-                          "mma_shared_bytes": sum(b for _, b in work)})
+                          "mma_shared_bytes": sum(b for _, b in work),
+                          "opcodes": dict(Counter(o.split(".")[0] for _, o, _ in body)
+                                          .most_common())})
     inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
                                          and y["end"] <= x["end"] for y in loops)]
     return sorted(inner, key=lambda x: x["start"])
@@ -594,6 +597,9 @@ def add_cli_arguments(parser) -> None:
                         help="tma: tensor-descriptor loads where the launcher uses them on an sm_90 GPU "
                              "(what the H200 runs); pointer: the pointer-load fallback")
     parser.add_argument("--allow-tf32", action="store_true", help="float32 dots in tf32 (default: true fp32)")
+    parser.add_argument("--opcodes", type=int, default=0, metavar="N",
+                        help="also list each innermost MMA loop's N most frequent opcodes "
+                             "(with --json every loop's opcodes are in the object anyway)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--list", action="store_true", help="list the registry and exit")
     parser.add_argument("--in-process", action="store_true", help="compile here (TRITON_INTERPRET must be unset)")
@@ -604,6 +610,10 @@ def run_cli(args) -> int:
         for name, e in KERNELS.items():
             print(f"{name:22s} {e.kernel:18s} {e.description}")
         return 0
+    if args.opcodes < 0:
+        print(f"flashtriton sass: --opcodes takes a count of 0 or more, not {args.opcodes}",
+              file=sys.stderr)
+        return 2
     if args.kernel not in KERNELS:
         print(f"flashtriton sass: unknown kernel {args.kernel!r}; known: {', '.join(KERNELS)}",
               file=sys.stderr)
@@ -644,6 +654,9 @@ def run_cli(args) -> int:
               f"warpgroup MMAs of {x['mma_flops']:,} FLOP reading {x['mma_shared_bytes']:,} "
               f"bytes of shared memory ({operand_load(x):.2f}x the tensor pipe's cycles for "
               "them)")
+        if args.opcodes > 0:
+            top = list(x["opcodes"].items())[:args.opcodes]
+            print("    opcodes: " + ", ".join(f"{op} {n}" for op, n in top))
     unset = r["unset_descriptors"]
     print(f"  warpgroup MMAs reading a descriptor unwritten on some path: {len(unset)}"
           + "".join(f"; {x['address']:#x} {', '.join(x['registers'])}" for x in unset))
