@@ -120,8 +120,8 @@ RESCALE_SLACK = gl.constexpr(8.0)
 # is corrected by it at the end (``_attend_tile`` returns the max P was taken against). (The
 # float32 sums, float8's path at d256, keep P against the max: with the shift, on an H100, their
 # outputs were as far off as without it, and the d256 rows at 16k 0.7% / 2.0% lower in one
-# bench run each, session 70.) A row's largest P stays a power of two (256, exact in e4m3, as 1 was), and the rest of the row keeps e4m3's normal
-# range down to 2^-14 of it instead of 2^-6: against the row max, the terms below 2^-10 of it
+# bench run each, session 70.) A row's largest P stays a power of two (256, exact in e4m3, as
+# 1 was), and the rest of the row keeps e4m3's normal range down to 2^-14 of it instead of 2^-6: against the row max, the terms below 2^-10 of it
 # round to zero, and in long rows of spread scores they carry much of a row's sum (up to a
 # tenth at 1,000 keys of tests/test_fp8.py's inputs, nearly a quarter at 4,096). Sums of the
 # rounded P (``ROWSUM_MMA``) then lost it, and the outputs were 0.12 to 0.21 off at 1,000 to
