@@ -116,19 +116,19 @@ def _row_max(s):
 RESCALE_SLACK = gl.constexpr(8.0)
 
 # float8 with ``ROWSUM_MMA``: P is taken against the running max less this (log2 units),
-# P = 2^(s - m + 8) in [0, 256], before its rounding to e4m3 (largest finite 448), and the lse
-# is corrected by it at the end (``_attend_tile`` returns the max P was taken against). (The
-# float32 sums, float8's path at d256, keep P against the max: with the shift, on an H100, their
-# outputs were as far off as without it, and the d256 rows at 16k 0.7% / 2.0% lower in one
-# bench run each, session 70.) A row's largest P stays a power of two (256, exact in e4m3, as
-# 1 was), and the rest of the row keeps e4m3's normal range down to 2^-14 of it instead of 2^-6: against the row max, the terms below 2^-10 of it
-# round to zero, and in long rows of spread scores they carry much of a row's sum (up to a
-# tenth at 1,000 keys of tests/test_fp8.py's inputs, nearly a quarter at 4,096). Sums of the
-# rounded P (``ROWSUM_MMA``) then lost it, and the outputs were 0.12 to 0.21 off at 1,000 to
-# 4,096 keys on an H100 (the tests' bounds 0.05 to 0.09). scripts/fp8_shift_emulate.py (float64, P's
-# rounding as here) gives 0.151 and 0.281 at 1,000 keys (d128) and 4,096 (d64), 0.025 and
-# 0.018 with the shift; the float32 sums' 0.027 and 0.025 go to 0.025 and 0.0235
-# (docs/perf-log.md, session 69).
+# P = 2^(s - m + 8) in [0, 256], before its rounding to e4m3 (largest finite 448), and the lse is
+# corrected by it at the end (``_attend_tile`` returns the max P was taken against). (The float32
+# sums, float8's path at d256, keep P against the max: with the shift, on an H100, their outputs
+# were as far off as without it, and the d256 rows at 16k 0.7% / 2.0% lower in one bench run
+# each, session 70.) A row's largest P stays a power of two (256, exact in e4m3, as 1 was), and
+# the rest of the row keeps e4m3's normal range down to 2^-14 of it instead of 2^-6: against the
+# row max, the terms below 2^-10 of it round to zero, and in long rows of spread scores they
+# carry much of a row's sum (up to a tenth at 1,000 keys of tests/test_fp8.py's inputs, nearly a
+# quarter at 4,096). Sums of the rounded P (``ROWSUM_MMA``) then lost it, and the outputs were
+# 0.12 to 0.21 off at 1,000 to 4,096 keys on an H100 (the tests' bounds 0.05 to 0.09).
+# scripts/fp8_shift_emulate.py (float64, P's rounding as here) gives 0.151 and 0.281 at 1,000
+# keys (d128) and 4,096 (d64), 0.025 and 0.018 with the shift; the float32 sums' 0.027 and 0.025
+# go to 0.025 and 0.0235 (docs/perf-log.md, session 69).
 FP8_P_SHIFT = gl.constexpr(8.0)
 
 
