@@ -351,7 +351,8 @@ def mma_loops(sass: str) -> list[dict]:
             continue
         start = int(target.group(1), 16)
         body = [x for x in lines[:i + 1] if x[0] >= start]
-        mma = sum(o.split(".")[0] in MMA_OPS for _, o, _ in body)
+        ops = Counter(o.split(".")[0] for _, o, _ in body)
+        mma = sum(ops[n] for n in MMA_OPS)
         # (a wait's retry code sits after the kernel's exits and branches back up to the
         # wait: its span holds an EXIT, a loop's body does not)
         if mma and not any(o == "EXIT" for _, o, _ in body):
@@ -365,8 +366,7 @@ def mma_loops(sass: str) -> list[dict]:
                           "uniform_moves": sum(o.startswith("R2UR") for _, o, _ in body),
                           "mma_flops": sum(f for f, _ in work),
                           "mma_shared_bytes": sum(b for _, b in work),
-                          "opcodes": dict(Counter(o.split(".")[0] for _, o, _ in body)
-                                          .most_common())})
+                          "opcodes": dict(ops.most_common())})
     inner = [x for x in loops if not any(y is not x and x["start"] <= y["start"]
                                          and y["end"] <= x["end"] for y in loops)]
     return sorted(inner, key=lambda x: x["start"])
