@@ -5,7 +5,8 @@ tl kernel (its own copy included) and our bf16 forward, at the bench's 16k probl
 provider once a round; a row's time is the median of its rounds). Every output is checked
 first against SDPA on the same values in bf16 (relative error below 6e-2, as scripts/tune.py).
 ``fp8_gluon_rowsum``: the kernel-only launch with the row sums on the tensor cores
-(``rowsum_mma``; head dims 64 and 128).
+(``rowsum_mma``; head dims 64 and 128). ``fp8_gluon_three``: the kernel-only launch with three
+consumers (block_m 192, the row sums as the head dim's default; head dim 64 only).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384] [--providers fp8_gluon_kernel,...]
@@ -25,7 +26,8 @@ from flashtriton.kernels import fwd_gluon
 from flashtriton.kernels.fwd import attn_fwd
 
 
-PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_tl", "bf16")
+PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_gluon_three",
+             "fp8_tl", "bf16")
 
 
 def rel_err(a, b):
@@ -64,10 +66,10 @@ def main(argv=None):
             copy = fwd_gluon.fp8_keys_minor(v)
             made = fwd_gluon.fp8_keys_minor
 
-            def gluon_kernel_only(rowsum_mma=False):
+            def gluon_kernel_only(rowsum_mma=False, block_m=cfg.block_m):
                 fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
                 try:
-                    return fwd_gluon.attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n,
+                    return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, cfg.block_n,
                                                     cfg.num_warps, cfg.num_stages, cfg.pingpong,
                                                     descale=descale, rowsum_mma=rowsum_mma)
                 finally:
@@ -78,6 +80,7 @@ def main(argv=None):
                 "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
                 "fp8_gluon_kernel": gluon_kernel_only,
                 "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
+                "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, block_m=192),
                 "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
                                            config=KernelConfig(**{**tl_cfg.__dict__,
                                                                   "gluon": False})),
@@ -85,6 +88,8 @@ def main(argv=None):
             }
             if d == 256:
                 del providers["fp8_gluon_rowsum"]
+            if d != 64:
+                del providers["fp8_gluon_three"]
             if wanted:
                 providers = {n: f for n, f in providers.items() if n in wanted}
             checked = {}
@@ -108,7 +113,9 @@ def main(argv=None):
                                  rounds_ms=times.get(name),
                                  tflops=None if ms is None or name == "v_copy"
                                  else flop / ms / 1e9,
-                                 config=str(cfg) if name.startswith("fp8_gluon") else
+                                 config=(str(cfg).replace(f"block_m={cfg.block_m}", "block_m=192")
+                                         if name == "fp8_gluon_three" else str(cfg))
+                                 if name.startswith("fp8_gluon") else
                                  str(tl_cfg) if name == "fp8_tl" else None))
             line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
                 f" {r['tflops']:.1f}" if r['tflops'] else "") if r["ms"] else

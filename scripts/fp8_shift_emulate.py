@@ -37,9 +37,9 @@ def emulate(q, k, v, shift: float, rounded_sums: bool, block_n: int = 128, slack
     heads in k and v as in q; ``slack``: the running max's (``fwd_gluon_tile.RESCALE_SLACK``)."""
     d = q.shape[-1]
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) / (d ** 0.5 * math.log(2.0))  # log2 units
-    m = torch.full(s.shape[:-1], float("-inf"), dtype=torch.float64)
+    m = torch.full(s.shape[:-1], float("-inf"), dtype=torch.float64, device=s.device)
     l = torch.zeros_like(m)
-    o = torch.zeros(*s.shape[:-1], v.shape[-1], dtype=torch.float64)
+    o = torch.zeros(*s.shape[:-1], v.shape[-1], dtype=torch.float64, device=s.device)
     vt = v.transpose(1, 2)
     for j in range(0, s.shape[-1], block_n):
         tile = s[..., j:j + block_n]

@@ -107,8 +107,8 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
 
 
 def test_gluon_fp8_config_is_the_table():
-    """``gluon_fp8_config``: the shipped float8 Gluon entries (d64, d128, d256: two consumers with
-    ping-pong, one program per tile), and a clear error at other head dims."""
+    """``gluon_fp8_config``: the shipped float8 Gluon entries (d64: three consumers, d128 and
+    d256: two; ping-pong, one program per tile), and a clear error at other head dims."""
     from flashtriton import configs
 
     for causal in (False, True):
@@ -117,6 +117,7 @@ def test_gluon_fp8_config_is_the_table():
             assert cfg is configs._FWD_GLUON_FP8[(d, causal)]
             assert cfg.gluon and cfg.pingpong and not cfg.persistent
             assert cfg.block_n % 32 == 0  # the launcher's float8 rule
+            assert cfg.block_m == (192 if d == 64 else 128)  # (192 rows: three consumers)
         with pytest.raises(ValueError, match="built for head dims"):
             configs.gluon_fp8_config(96, causal)
 

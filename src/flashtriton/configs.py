@@ -250,9 +250,13 @@ _FWD_FP8 = {
 # (2026-12-07-s66-fp8-probe.json, two rounds; Gluon with V's copy / tl / our bf16), d128
 # 870.2 / 630.4 / 701.2, causal 828.2 / 643.3 / 694.9; d64 549.4 / 532.9 / 558.3, causal
 # 517.3 / 513.6 / 543.4; d256 then 1072.0 / 796.3 / 790.0, causal 979.3 / 827.0 / 758.2.
+# d64 three consumers (192 rows) since session 71, P carried as float16 pairs so that they fit
+# 160 registers (fwd_gluon_tile._to_operand's HALF): kernel only, three interleaved rounds on an
+# H100 at 16k (2026-12-07-s71-h100-fp8-three-ab.json; three / two consumers / our bf16) 628.8
+# / 575.0 / 563.4, causal 575.7 / 524.2 / 540.1. d128 keeps two (three spill 1,596 bytes).
 _FWD_GLUON_FP8 = {
-    (64, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
-    (64, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
+    (64, False): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
+    (64, True): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
     (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
     (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),

@@ -190,7 +190,7 @@ _RESCALE_CONSTRAINTS = gl.constexpr({n: _rescale_asm(n)[1] for n in (32, 64, 128
 
 
 @gluon.jit
-def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
+def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr, HALF: gl.constexpr = False):
     """``p.to(dtype)`` for the P·V product's register operand. 16-bit, two values per instruction
     into one 32-bit register in operand order. (``p.to`` is lowered to one conversion per value,
     and ptxas then packs each pair with its halves swapped and swaps them back with a ``PRMT``
@@ -198,9 +198,17 @@ def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr):
     (d256, where the persistent kernel spills more with the packed form: 116 bytes against 68).
     float8_e4m3fn: P unchanged (float32), converted at the product by ``_p_operand``
     (``_fp8_operand``): a float8 P carried across the step loop's back edge is held one byte a
-    register (docs/perf-log.md, session 66)."""
+    register (docs/perf-log.md, session 66). ``HALF`` (float8 only): P as float16 pairs instead,
+    half the registers of float32 across the back edge, for ``_fp8_operand`` to convert from
+    (the three-consumer kernel, whose 160 registers a thread the float32 P overflowed: 3,120
+    bytes spilled at d64, 144 so; docs/perf-log.md, session 71). Rounding to float16 first
+    changes no e4m3 value but at a tie of the two roundings (P's float16 rounding error is
+    2^-11 relative, e4m3's half step 2^-4)."""
     if dtype.is_fp8():
-        return p  # (converted by _p_operand)
+        if HALF:
+            return _to_operand(p, gl.float16, True)
+        else:
+            return p  # (converted by _p_operand)
     elif not PACKED:
         return p.to(dtype)
     elif dtype == gl.bfloat16:
@@ -218,6 +226,13 @@ _E4M3X4_ASM = gl.constexpr("{\n\t.reg .b16 lo, hi;\n\t"
                            "mov.b32 $0, {lo, hi};\n\t}")
 
 
+# the same from two registers of float16 pairs, the first value in each low half
+_E4M3X4_F16_ASM = gl.constexpr("{\n\t.reg .b16 lo, hi;\n\t"
+                               "cvt.rn.satfinite.e4m3x2.f16x2 lo, $1;\n\t"
+                               "cvt.rn.satfinite.e4m3x2.f16x2 hi, $2;\n\t"
+                               "mov.b32 $0, {lo, hi};\n\t}")
+
+
 @gluon.jit
 def _fp8_operand(p, dtype: gl.constexpr):
     """Float32 P (the scores' accumulator layout) as float8 in the layout of an A operand, each
@@ -227,7 +242,8 @@ def _fp8_operand(p, dtype: gl.constexpr):
     bit and e its 1s bit, read as key [h][t][a][e]) so that the conversion moves nothing
     between threads, and V's keys are stored in the same order by the launcher (V keys-minor,
     each 32 keys in ``keys_minor.ORDER``). The layouts only relabel registers
-    (``assert_trivial``). The relabelling is done on the float32 values, and the four values of
+    (``assert_trivial``). The relabelling is done on the float32 values (or float16 ones,
+    ``_to_operand``'s ``HALF``: each pair already in one register), and the four values of
     each register are then converted by one inline asm, rounded to nearest and saturated at
     e4m3's largest finite value (448; P is at most 256 there: no slack, ``FP8_P_SHIFT``). Converted
     at the end of the step before (``p.to``) and carried across the loop's back edge, the bytes
@@ -238,8 +254,12 @@ def _fp8_operand(p, dtype: gl.constexpr):
     layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=p.type.layout, k_width=4)
     x = gl.permute(gl.reshape(p, [BLOCK_M, BLOCK_N // 32, 2, 2, 4, 2]), (0, 1, 2, 4, 3, 5))
     x = gl.convert_layout(gl.reshape(x, [BLOCK_M, BLOCK_N]), layout, assert_trivial=True)
-    return gl.inline_asm_elementwise(_E4M3X4_ASM, "=r,r,r,r,r", [x], dtype=dtype.value,
-                                     is_pure=True, pack=4)
+    if p.dtype == gl.float16:
+        return gl.inline_asm_elementwise(_E4M3X4_F16_ASM, "=r,r,r", [x], dtype=dtype.value,
+                                         is_pure=True, pack=4)
+    else:
+        return gl.inline_asm_elementwise(_E4M3X4_ASM, "=r,r,r,r,r", [x], dtype=dtype.value,
+                                         is_pure=True, pack=4)
 
 
 @gluon.jit
@@ -349,7 +369,8 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     ``LATE_CVT`` (three consumers, 160 registers each; and the persistent kernel): P is cast
     to 16 bits only after ``P[j] V[j]`` has retired, so the two register copies of P are never
     live together (with each thread's own V release, a cast before the wait made ptxas copy P
-    into the operand registers by 35 more moves a step: d64, sm_90a). ``OWN_K`` / ``OWN_V``:
+    into the operand registers by 35 more moves a step: d64, sm_90a). float8 with ``LATE_CVT`` (three
+    consumers): P carried across the loop as float16 pairs (``_to_operand``'s ``HALF``). ``OWN_K`` / ``OWN_V``:
     the K / V slots released by each thread's own arrival (``_release``): both in the
     persistent kernel on two consumers, K only on three, neither in the one-program-per-tile
     kernel.
@@ -393,6 +414,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     # float8 with its row sums on the tensor cores: P against the max less FP8_P_SHIFT (see
     # there); otherwise against the max
     P_SHIFT: gl.constexpr = (FP8_P_SHIFT if ROWSUM_MMA else 0.0) if dtype.is_fp8() else 0.0
+    FP8_HALF: gl.constexpr = dtype.is_fp8() and LATE_CVT
     m_i = gl.full([BLOCK_M], -3.4028234663852886e38, gl.float32, layout=row_s)  # -FLT_MAX
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
@@ -407,7 +429,7 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
         p, alpha, m_i, l_i = _masked_softmax(s, m_i, l_i, 0 >= n_full, offs_m, 0, seqlen_k,
                                              shift, qk_scale, BLOCK_N, s_layout, ONE_PATH,
                                              ROWSUM_MMA, SLACK, P_SHIFT)
-        p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
+        p16 = _to_operand(p, dtype, HEAD_DIM <= 128, FP8_HALF)
         for j in range(0, n_own - 1 - n_half):
             slot = (kv + j) % STAGES
             nslot = (kv + j + 1) % STAGES
@@ -437,11 +459,11 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
                                                  BLOCK_N, s_layout, ONE_PATH, ROWSUM_MMA,
                                                  SLACK, P_SHIFT)
             if not LATE_CVT:
-                p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
+                p16 = _to_operand(p, dtype, HEAD_DIM <= 128, FP8_HALF)
             acc, l_acc = _retire_pv(acc, p_op, l_acc, l_base, v_empty.index(slot),
                                     ROWSUM_MMA, OWN_V)
             if LATE_CVT:
-                p16 = _to_operand(p, dtype, HEAD_DIM <= 128)
+                p16 = _to_operand(p, dtype, HEAD_DIM <= 128, FP8_HALF)
         # (float8 runs whole tiles: the constant False keeps the half step out of its code)
         if not dtype.is_fp8() and n_half > 0:
             acc, m_i, l_i = _half_tail(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
