@@ -6,7 +6,8 @@ provider once a round; a row's time is the median of its rounds). Every output i
 first against SDPA on the same values in bf16 (relative error below 6e-2, as scripts/tune.py).
 ``fp8_gluon_rowsum``: the kernel-only launch with the row sums on the tensor cores
 (``rowsum_mma``; head dims 64 and 128). ``fp8_gluon_three``: the kernel-only launch with three
-consumers (block_m 192, the row sums as the head dim's default; head dim 64 only).
+consumers (block_m 192, the row sums as the head dim's default; ``THREE``'s key tiles and ring
+slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at d256).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384] [--providers fp8_gluon_kernel,...]
@@ -26,6 +27,9 @@ from flashtriton.kernels import fwd_gluon
 from flashtriton.kernels.fwd import attn_fwd
 
 
+# fp8_gluon_three's (block_n, num_stages) by head dim (d128's three slots: untimed, a guess that
+# half-size tiles need more loads in flight)
+THREE = {64: (128, 2), 128: (64, 3)}
 PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_gluon_three",
              "fp8_tl", "bf16")
 
@@ -66,11 +70,13 @@ def main(argv=None):
             copy = fwd_gluon.fp8_keys_minor(v)
             made = fwd_gluon.fp8_keys_minor
 
-            def gluon_kernel_only(rowsum_mma=False, block_m=cfg.block_m):
+            def gluon_kernel_only(rowsum_mma=False, three=False):
+                block_m, block_n, stages = ((192, *THREE[d]) if three else
+                                            (cfg.block_m, cfg.block_n, cfg.num_stages))
                 fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
                 try:
-                    return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, cfg.block_n,
-                                                    cfg.num_warps, cfg.num_stages, cfg.pingpong,
+                    return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, block_n,
+                                                    cfg.num_warps, stages, cfg.pingpong,
                                                     descale=descale, rowsum_mma=rowsum_mma)
                 finally:
                     fwd_gluon.fp8_keys_minor = made
@@ -80,7 +86,7 @@ def main(argv=None):
                 "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
                 "fp8_gluon_kernel": gluon_kernel_only,
                 "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
-                "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, block_m=192),
+                "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, three=True),
                 "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
                                            config=KernelConfig(**{**tl_cfg.__dict__,
                                                                   "gluon": False})),
@@ -88,7 +94,7 @@ def main(argv=None):
             }
             if d == 256:
                 del providers["fp8_gluon_rowsum"]
-            if d != 64:
+            if d not in THREE:
                 del providers["fp8_gluon_three"]
             if wanted:
                 providers = {n: f for n, f in providers.items() if n in wanted}
@@ -113,7 +119,9 @@ def main(argv=None):
                                  rounds_ms=times.get(name),
                                  tflops=None if ms is None or name == "v_copy"
                                  else flop / ms / 1e9,
-                                 config=(str(cfg).replace(f"block_m={cfg.block_m}", "block_m=192")
+                                 config=(str(KernelConfig(192, THREE[d][0], cfg.num_warps,
+                                                          THREE[d][1], gluon=True,
+                                                          pingpong=cfg.pingpong))
                                          if name == "fp8_gluon_three" else str(cfg))
                                  if name.startswith("fp8_gluon") else
                                  str(tl_cfg) if name == "fp8_tl" else None))

@@ -140,6 +140,8 @@ GLUON_FP8_CASES = [
     (1, 4096, 4096, 2, 2, 64, True, THREE),
     (2, 777, 901, 4, 2, 64, False, THREE),    # GQA, a last row block of 9 rows
     (1, 65, 300, 4, 1, 64, True, THREE),      # the third consumer's rows all past the last
+    (2, 1000, 1000, 4, 4, 128, True, (192, 64, 4, 3, True)),    # d128 on three: 64-key tiles
+    (1, 777, 901, 4, 2, 128, False, (192, 64, 4, 3, True)),
 ]
 
 
