@@ -46,11 +46,12 @@
 # Results land in $OUT/tune.tgz (the per-sweep JSON and logs). The suite's time limit is
 # $TESTS_LIMIT seconds (default 480; it took 295 s in session 17, 400 s in session 23); pytest
 # is interrupted 30 s before it (SIGINT), so that a run cut short still prints its failures'
-# tracebacks and its summary. $TESTS_FILES (default: tests) runs part of the suite; on an H100
-# the whole suite does not fit one call (about 310 s + 240 s with eight workers, session 61),
-# so $TESTS_PART splits it in two: `bwd` (the six files that reach the backward and the
-# configs: $BWD_TEST_FILES below) and `rest` (every other tests/test_*.py); `all` (default)
-# runs $TESTS_FILES.
+# tracebacks and its summary; pytest runs with -v, so each failure is named in the log as it
+# happens (session 71's rest part, interrupted as it finished, printed neither). $TESTS_FILES
+# (default: tests) runs part of the suite; on an H100 the whole suite does not fit one call
+# (330 s + 300 s with eight workers, session 71), so $TESTS_PART splits it in two: `bwd` (the
+# six files that reach the backward and the configs: $BWD_TEST_FILES below) and `rest` (every
+# other tests/test_*.py); `all` (default) runs $TESTS_FILES.
 #
 # Each sweep checks every config's output before timing it (scripts/tune.py) and writes
 # $OUT/tune-<name>.json; $OUT/steps.txt says how each step ended and how long it took.
@@ -103,7 +104,7 @@ tests/test_sdpa.py tests/test_compile.py tests/test_features.py"
   limit=${TESTS_LIMIT:-480}
   [ "$limit" -gt 30 ] || { echo "gpu_tune.sh: TESTS_LIMIT must be more than 30 s" >&2; exit 2; }
   step tests "$limit" sh -c "FLASHTRITON_LARGE=1 timeout -s INT -k 20 $(( limit - 30 )) \
-      python3 -m pytest -q -n $workers -p no:cacheprovider $files \
+      python3 -m pytest -v -n $workers -p no:cacheprovider $files \
       -W ignore::DeprecationWarning > '$OUT/gpu-tests.log' 2>&1"
   grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -n 15
 fi

@@ -127,7 +127,7 @@ def test_gpu_tune_tests_step_interrupts_pytest_before_its_limit(tmp_path):
     assert run.returncode == 0, run.stderr
     assert time.monotonic() - start < 9  # interrupted after 2 s, not run out to 10 s
     assert "tests: 8 workers (81559 MiB GPU memory)" in run.stdout
-    assert args[:5] == ["-m", "pytest", "-q", "-n", "8"]
+    assert args[:5] == ["-m", "pytest", "-v", "-n", "8"]
     assert "tests/test_configs.py" in args and "tests/test_sdpa.py" in args and "tests" not in args
     log = (tmp_path / "out" / "gpu-tests.log").read_text()
     assert "3 failed, 9 passed (interrupted)" in log and "not interrupted" not in log
