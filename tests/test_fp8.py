@@ -125,6 +125,7 @@ def test_fp8_forward(shape, causal):
 # (b, sq, sk, h, hk, d, causal, (block_m, block_n, warps, stages, pingpong))
 PP, PP3, PP_D256 = (128, 128, 4, 2, True), (128, 128, 4, 3, True), (128, 64, 4, 2, True)
 THREE = (192, 128, 4, 2, True)  # three consumers (P carried as float16 pairs)
+THREE_N64 = (192, 64, 4, 3, True)  # ... on 64-key tiles, three slots (d128: not shipped)
 GLUON_FP8_CASES = [
     (2, 1000, 1000, 4, 4, 128, False, PP),
     (2, 1000, 1000, 4, 4, 128, True, PP),
@@ -140,8 +141,8 @@ GLUON_FP8_CASES = [
     (1, 4096, 4096, 2, 2, 64, True, THREE),
     (2, 777, 901, 4, 2, 64, False, THREE),    # GQA, a last row block of 9 rows
     (1, 65, 300, 4, 1, 64, True, THREE),      # the third consumer's rows all past the last
-    (2, 1000, 1000, 4, 4, 128, True, (192, 64, 4, 3, True)),    # d128 on three: 64-key tiles
-    (1, 777, 901, 4, 2, 128, False, (192, 64, 4, 3, True)),
+    (2, 1000, 1000, 4, 4, 128, True, THREE_N64),
+    (1, 777, 901, 4, 2, 128, False, THREE_N64),
 ]
 
 

@@ -219,9 +219,10 @@ def test_gluon_forward_d256_fits_an_sm():
 def test_gluon_float8_forward_entry_compiles(head_dim):
     """The Gluon forward on float8 inputs as shipped: float8 warpgroup MMAs only (QGMMA), within
     an H200 block's shared memory, MMAs not serialized (P's operand registers are left out of
-    the wait's dependencies, fwd_gluon_tile._retire_pv), and P reaching its product without
-    passing through shared memory (the relabelling of _fp8_operand: a layout conversion that
-    moved values between threads would go through it). No spills at d128. P's conversion at
+    the wait's dependencies, fwd_gluon_tile._retire_pv, so no instruction may write them
+    between a product and its wait: ``sass_flow.register_operand_writes``), and P reaching
+    its product without passing through shared memory (the relabelling of _fp8_operand: a
+    layout conversion that moved values between threads would go through it). No spills at d128. P's conversion at
     the product leaves 16 bytes of spill at d256 (session 66): two output addresses stored once
     before a consumer's loop and loaded once after it, none in the loops. d64 runs three
     consumers of 160 registers a thread, P carried across the step loop as float16 pairs
@@ -234,6 +235,8 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
     assert r["shared_bytes"] <= 232_448
     assert r["spill_bytes"] <= {64: 256, 128: 0, 256: 16}[head_dim], r["spill_bytes"]
     assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
+    # P's operand registers are not in the wait's deps: nothing may write them before it
+    assert r["register_a_mmas"] > 0 and r["register_a_writes"] == [], r["register_a_writes"]
     assert len(r["mma_loops"]) == r["constexprs"]["CONSUMERS"], "one step loop a consumer"
     for loop in r["mma_loops"]:
         assert loop["shared_stores"] == 0, loop

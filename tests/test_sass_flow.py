@@ -1,12 +1,13 @@
 """analysis/sass_flow.py: warpgroup MMAs that read a descriptor register some path from the
 kernel's entry leaves unwritten, or one that some paths through a loop's iteration leave
-holding an earlier iteration's value, on small listings written here in ``cuobjdump -sass``'s
-format.
+holding an earlier iteration's value, and register A operands written while their product
+runs, on small listings written here in ``cuobjdump -sass``'s format.
 The shipped kernels' own listings are checked in test_sass.py, where they are compiled."""
 
 from __future__ import annotations
 
-from flashtriton.analysis.sass_flow import stale_descriptor_reads, unset_descriptor_reads
+from flashtriton.analysis.sass_flow import (register_operand_writes, stale_descriptor_reads,
+                                            unset_descriptor_reads)
 
 MMA = "HGMMA.64x64x16.F32.BF16"
 
@@ -207,3 +208,28 @@ def test_loop_carried_and_loop_invariant_values_are_not_stale():
 """
     assert stale_descriptor_reads(_cuobjdump(body)) == []
     assert stale_descriptor_reads("") == []
+
+
+QMMA = "QGMMA.64x64x32.F32.E4M3.E4M3"
+
+
+def test_register_a_written_before_the_wait_is_found():
+    """A float8 product with A in R152..R155: a write to R154 before its ``WARPGROUP.DEPBAR``
+    is found (on either arm of a branch), one after it is not; the product with A from shared
+    memory is not counted, nor is the accumulator's own register."""
+    body = f"""
+    /*0000*/                   WARPGROUP.ARRIVE ;
+    /*0010*/                   {QMMA} R88, R152, gdesc[UR16].tnspB, R88, gsb0 ;
+    /*0020*/                   {QMMA} R24, gdesc[UR20], RZ, !UPT, gsb0 ;
+    /*0030*/                   FMUL R88, R88, R2 ;
+    /*0040*/              @!P0 BRA 0x60 ;
+    /*0050*/                   F2FP.F16.F32.PACK_AB R154, R3, R4 ;
+    /*0060*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+    /*0070*/                   MOV R152, R5 ;
+    /*0080*/                   EXIT ;
+"""
+    count, writes = register_operand_writes(_cuobjdump(body))
+    assert count == 1
+    assert [(x["address"], x["write_at"], x["register"]) for x in writes] == [(0x10, 0x50, "R154")]
+    clean = body.replace("F2FP.F16.F32.PACK_AB R154", "F2FP.F16.F32.PACK_AB R156")
+    assert register_operand_writes(_cuobjdump(clean)) == (1, [])

@@ -498,7 +498,8 @@ def cubin_sass(cubin: bytes) -> str:
 def compile_launch(launch: dict) -> dict:
     """Compile one recorded launch for sm_90a and report resources and instruction counts."""
     # (here, not at the top: sass_flow reads the listing with this module's parser)
-    from flashtriton.analysis.sass_flow import stale_descriptor_reads, unset_descriptor_reads
+    from flashtriton.analysis.sass_flow import (register_operand_writes, stale_descriptor_reads,
+                                                unset_descriptor_reads)
 
     compiled = compile_sm90a(launch)
     with tempfile.TemporaryDirectory() as d:
@@ -513,6 +514,7 @@ def compile_launch(launch: dict) -> dict:
         ptxas = run(tool("ptxas"), "-v", "--gpu-name=sm_90a", ptx, "-o", os.path.join(d, "v.o"))
     constexprs = {launch["fn"].arg_names[p[0]]: v for p, v in launch["constants"].items()
                   if isinstance(v, (int, float, bool, str))}
+    a_mmas, a_writes = register_operand_writes(sass)
     return {
         "kernel": launch["name"], "arch": "sm_90a",
         # the Gluon kernels load by TMA only; their ring depth is the STAGES constexpr
@@ -537,6 +539,9 @@ def compile_launch(launch: dict) -> dict:
         # ... or one that some paths through a loop's iteration leave holding an earlier
         # iteration's value (sass_flow.stale_descriptor_reads)
         "stale_descriptors": stale_descriptor_reads(sass),
+        # warpgroup MMAs reading A from registers, and writes to those registers before the
+        # wait for the product (sass_flow.register_operand_writes)
+        "register_a_mmas": a_mmas, "register_a_writes": a_writes,
         "shared_layouts": shared_layouts(compiled.asm["ttgir"]),
     }
 
@@ -665,6 +670,11 @@ def run_cli(args) -> int:
           f"{len({x['address'] for x in stale})}"
           + "".join(f"; {x['address']:#x} {x['register']} (read at {x['read_at']:#x})"
                     for x in stale[:4]))
+    writes = r["register_a_writes"]
+    print(f"  warpgroup MMAs reading A from registers: {r['register_a_mmas']}, with one of those "
+          f"registers written before the wait: {len({x['address'] for x in writes})}"
+          + "".join(f"; {x['address']:#x} {x['register']} (by {x['opcode']} at "
+                    f"{x['write_at']:#x})" for x in writes[:4]))
     if r["wgmma_serialized"]:
         print("  ptxas serialized the warpgroup MMAs (a wait after each): see its C7512/C7514 note")
     print("  shared layouts: " + ("; ".join(r["shared_layouts"]) or "none"))

@@ -342,3 +342,40 @@ def stale_descriptor_reads(sass: str) -> list[dict]:
                         todo.append((d, s, depth + 1))
     unique = {(x["address"], x["register"], x["read_at"]): x for x in found}
     return [unique[k] for k in sorted(unique)]
+
+
+# A warpgroup MMA with A in registers (``QGMMA R88, R152, gdesc[UR16]...``: the operand after
+# the accumulator) reads them while it runs, until a ``WARPGROUP.DEPBAR`` waits for it. Triton's
+# wait names the values it must keep (its ``deps``), and the Gluon float8 forward leaves P's
+# operand out of them (a float8 value is not a type the wait takes: ``fwd_gluon_tile
+# ._retire_pv``), so nothing but ptxas's register allocation keeps P's registers from being
+# reused under the product. :func:`register_operand_writes` checks that in the listing.
+A_REGISTERS = 4  # a 64-row A tile's registers a thread: 64×16 16-bit or 64×32 8-bit values
+
+
+def register_operand_writes(sass: str) -> tuple[int, list[dict]]:
+    """(the number of warpgroup MMAs reading A from registers, and the writes to those
+    registers found after one of them before the next ``WARPGROUP.DEPBAR``, in listing order):
+    each write as the MMA's address, the writing instruction's address and opcode, and the
+    register. The scan is straight down the listing from the MMA, through branches (both
+    arms of a branch before the wait are read, a jump past the wait is not followed). Empty
+    for a kernel whose register operands are left alone while their products run."""
+    insts = [(addr, op, [x.strip() for x in rest.split(";")[0].split(",") if x.strip()])
+             for addr, _, op, rest in guarded_instructions(sass)]
+    count, found = 0, []
+    for i, (addr, op, operands) in enumerate(insts):
+        if op.split(".")[0] not in WARPGROUP_MMA or len(operands) < 3:
+            continue
+        m = _REG.match(operands[1])
+        if m is None or m.group(1) != "R" or not _GDESC.match(operands[2]):
+            continue  # A from shared memory
+        count += 1
+        a_regs = {f"R{int(m.group(2)) + j}" for j in range(A_REGISTERS)}
+        for addr2, op2, operands2 in insts[i + 1:]:
+            if op2.startswith("WARPGROUP.DEPBAR"):
+                break
+            for reg in _dests(op2, operands2):
+                if reg in a_regs:
+                    found.append({"address": addr, "write_at": addr2, "opcode": op2,
+                                  "register": reg})
+    return count, found

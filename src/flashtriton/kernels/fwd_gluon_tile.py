@@ -334,10 +334,10 @@ def _retire_pv(acc, p_op, l_acc, l_base, v_free, ROWSUM_MMA: gl.constexpr,
     ``l_acc`` on the same P operand; float8: then added to ``l_base``, see
     ``_sum_rows_async``), then release the V slot (``v_free``, its empty barrier; ``OWN_V``:
     ``_release``'s ``OWN``). Returns (acc, l_acc). A float8 P is not among the wait's
-    dependencies: Triton's wait takes 16-, 32- and 64-bit values only. (In the compiled d64, d128
-    and d256 kernels no instruction writes P's operand registers between the products that read
-    them and this wait, docs/perf-log.md, sessions 65 and 66; the GPU tests check the
-    outputs.)"""
+    dependencies: Triton's wait takes 16-, 32- and 64-bit values only. (In the shipped d64,
+    d128 and d256 kernels no instruction writes P's operand registers between the products that
+    read them and this wait: ``analysis.sass_flow.register_operand_writes``, which
+    tests/test_sass.py runs on each; the GPU tests check the outputs.)"""
     if ROWSUM_MMA and p_op.dtype.is_fp8():
         acc, l_acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, l_acc))
         l_acc = l_base + l_acc
