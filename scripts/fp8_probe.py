@@ -11,6 +11,10 @@ slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at 
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384] [--providers fp8_gluon_kernel,...]
+        [--three-stages 2,3,4]
+
+``--three-stages``: time ``fp8_gluon_three`` at each of these ring depths (rows
+``fp8_gluon_three@sN``) instead of ``THREE``'s.
 """
 
 from __future__ import annotations
@@ -47,7 +51,10 @@ def main(argv=None):
     ap.add_argument("--warmup-ms", type=int, default=1000)
     ap.add_argument("--providers", default=None,
                     help="comma-separated subset (default: all that apply)")
+    ap.add_argument("--three-stages", default=None,
+                    help="comma-separated ring depths for fp8_gluon_three (default: THREE's)")
     args = ap.parse_args(argv)
+    three_stages = [int(x) for x in args.three_stages.split(",")] if args.three_stages else None
     wanted = args.providers.split(",") if args.providers else None
     unknown = sorted(set(wanted or ()) - set(PROVIDERS))
     if unknown:
@@ -70,9 +77,13 @@ def main(argv=None):
             copy = fwd_gluon.fp8_keys_minor(v)
             made = fwd_gluon.fp8_keys_minor
 
-            def gluon_kernel_only(rowsum_mma=False, three=False):
-                block_m, block_n, stages = ((192, *THREE[d]) if three else
-                                            (cfg.block_m, cfg.block_n, cfg.num_stages))
+            def three_config(stages=None):
+                return KernelConfig(192, THREE[d][0], cfg.num_warps, stages or THREE[d][1],
+                                    gluon=True, pingpong=cfg.pingpong)
+
+            def gluon_kernel_only(rowsum_mma=False, three=False, stages=None):
+                block_m, block_n, stages = ((192, THREE[d][0], stages or THREE[d][1]) if three
+                                            else (cfg.block_m, cfg.block_n, cfg.num_stages))
                 fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
                 try:
                     return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, block_n,
@@ -96,8 +107,13 @@ def main(argv=None):
                 del providers["fp8_gluon_rowsum"]
             if d not in THREE:
                 del providers["fp8_gluon_three"]
+            elif three_stages and "fp8_gluon_three" in providers:
+                del providers["fp8_gluon_three"]
+                for n in three_stages:
+                    providers[f"fp8_gluon_three@s{n}"] = (
+                        lambda n=n: gluon_kernel_only(rowsum_mma=None, three=True, stages=n))
             if wanted:
-                providers = {n: f for n, f in providers.items() if n in wanted}
+                providers = {n: f for n, f in providers.items() if n.split("@")[0] in wanted}
             checked = {}
             for name, fn in providers.items():
                 if name == "v_copy":
@@ -119,10 +135,9 @@ def main(argv=None):
                                  rounds_ms=times.get(name),
                                  tflops=None if ms is None or name == "v_copy"
                                  else flop / ms / 1e9,
-                                 config=(str(KernelConfig(192, THREE[d][0], cfg.num_warps,
-                                                          THREE[d][1], gluon=True,
-                                                          pingpong=cfg.pingpong))
-                                         if name == "fp8_gluon_three" else str(cfg))
+                                 config=(str(three_config(int(name.split("@s")[1])
+                                                          if "@s" in name else None))
+                                         if name.startswith("fp8_gluon_three") else str(cfg))
                                  if name.startswith("fp8_gluon") else
                                  str(tl_cfg) if name == "fp8_tl" else None))
             line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
