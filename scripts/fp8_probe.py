@@ -8,9 +8,11 @@ first against SDPA on the same values in bf16 (relative error below 6e-2, as scr
 (``rowsum_mma``; head dims 64 and 128). ``fp8_gluon_three``: the kernel-only launch with three
 consumers (block_m 192, the row sums as the head dim's default; ``THREE``'s key tiles and ring
 slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at d256).
+``fp8_gluon_two``: the kernel-only launch with two consumers (128 x 128, two slots, the row sums
+as the head dim's default), whatever the shipped config is.
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
-        [--headdims 64,128,256] [--seqlen 16384] [--providers fp8_gluon_kernel,...]
+        [--headdims 64,128,256] [--seqlen 16384[,4096,...]] [--providers fp8_gluon_kernel,...]
         [--three-stages 2,3,4]
 
 ``--three-stages``: time ``fp8_gluon_three`` at each of these ring depths (rows
@@ -20,6 +22,7 @@ slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 
@@ -34,8 +37,9 @@ from flashtriton.kernels.fwd import attn_fwd
 # fp8_gluon_three's (block_n, num_stages) by head dim (d128's three slots: untimed, a guess that
 # half-size tiles need more loads in flight)
 THREE = {64: (128, 2), 128: (64, 3)}
-PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_gluon_three",
-             "fp8_tl", "bf16")
+PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_gluon_two",
+             "fp8_gluon_three", "fp8_tl", "bf16")
+TWO = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)  # fp8_gluon_two's
 
 
 def rel_err(a, b):
@@ -47,7 +51,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--headdims", default="64,128,256")
-    ap.add_argument("--seqlen", type=int, default=16384)
+    ap.add_argument("--seqlen", default="16384", help="comma-separated key lengths")
     ap.add_argument("--warmup-ms", type=int, default=1000)
     ap.add_argument("--providers", default=None,
                     help="comma-separated subset (default: all that apply)")
@@ -61,92 +65,96 @@ def main(argv=None):
         ap.error(f"--providers: unknown {', '.join(unknown)} (known: {', '.join(PROVIDERS)})")
     fp8 = torch.float8_e4m3fn
     rows = []
-    for d in map(int, args.headdims.split(",")):
-        for causal in (False, True):
-            b, s, h = 16384 // args.seqlen, args.seqlen, 2048 // d
-            torch.manual_seed(0)
-            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16).to(fp8)
-                       for _ in range(3))
-            q16, k16, v16 = (t.to(torch.bfloat16) for t in (q, k, v))
-            ref = torch.nn.functional.scaled_dot_product_attention(
-                *(t.transpose(1, 2) for t in (q16, k16, v16)), is_causal=causal).transpose(1, 2)
-            params = make_params(d, causal=causal)
-            descale = torch.ones(3, device="cuda")
-            cfg = gluon_fp8_config(d, causal)
-            tl_cfg = tuned_fwd_config(fp8, d, causal)
-            copy = fwd_gluon.fp8_keys_minor(v)
-            made = fwd_gluon.fp8_keys_minor
+    for s, d, causal in itertools.product(map(int, args.seqlen.split(",")),
+                                          map(int, args.headdims.split(",")), (False, True)):
+        b, h = 16384 // s, 2048 // d
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16).to(fp8)
+                   for _ in range(3))
+        q16, k16, v16 = (t.to(torch.bfloat16) for t in (q, k, v))
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            *(t.transpose(1, 2) for t in (q16, k16, v16)), is_causal=causal).transpose(1, 2)
+        params = make_params(d, causal=causal)
+        descale = torch.ones(3, device="cuda")
+        cfg = gluon_fp8_config(d, causal)
+        tl_cfg = tuned_fwd_config(fp8, d, causal)
+        copy = fwd_gluon.fp8_keys_minor(v)
+        made = fwd_gluon.fp8_keys_minor
 
-            def three_config(stages=None):
-                return KernelConfig(192, THREE[d][0], cfg.num_warps, stages or THREE[d][1],
-                                    gluon=True, pingpong=cfg.pingpong)
+        def three_config(stages=None):
+            return KernelConfig(192, THREE[d][0], cfg.num_warps, stages or THREE[d][1],
+                                gluon=True, pingpong=cfg.pingpong)
 
-            def gluon_kernel_only(rowsum_mma=False, three=False, stages=None):
-                block_m, block_n, stages = ((192, THREE[d][0], stages or THREE[d][1]) if three
-                                            else (cfg.block_m, cfg.block_n, cfg.num_stages))
-                fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
-                try:
-                    return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, block_n,
-                                                    cfg.num_warps, stages, cfg.pingpong,
-                                                    descale=descale, rowsum_mma=rowsum_mma)
-                finally:
-                    fwd_gluon.fp8_keys_minor = made
+        def gluon_kernel_only(rowsum_mma=False, three=False, stages=None, two=False):
+            block_m, block_n, stages = (
+                (192, THREE[d][0], stages or THREE[d][1]) if three else
+                (TWO.block_m, TWO.block_n, TWO.num_stages) if two else
+                (cfg.block_m, cfg.block_n, cfg.num_stages))
+            fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
+            try:
+                return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, block_n,
+                                                cfg.num_warps, stages, cfg.pingpong,
+                                                descale=descale, rowsum_mma=rowsum_mma)
+            finally:
+                fwd_gluon.fp8_keys_minor = made
 
-            providers = {
-                "v_copy": lambda: made(v),
-                "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
-                "fp8_gluon_kernel": gluon_kernel_only,
-                "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
-                "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, three=True),
-                "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
-                                           config=KernelConfig(**{**tl_cfg.__dict__,
-                                                                  "gluon": False})),
-                "bf16": lambda: attn_fwd(q16, k16, v16, params),
-            }
-            if d == 256:
-                del providers["fp8_gluon_rowsum"]
-            if d not in THREE:
-                del providers["fp8_gluon_three"]
-            elif three_stages and "fp8_gluon_three" in providers:
-                del providers["fp8_gluon_three"]
-                for n in three_stages:
-                    providers[f"fp8_gluon_three@s{n}"] = (
-                        lambda n=n: gluon_kernel_only(rowsum_mma=None, three=True, stages=n))
-            if wanted:
-                providers = {n: f for n, f in providers.items() if n.split("@")[0] in wanted}
-            checked = {}
-            for name, fn in providers.items():
-                if name == "v_copy":
-                    ok = torch.equal(fn().view(torch.uint8), copy.view(torch.uint8))
-                    err = 0.0 if ok else float("nan")
-                else:
-                    err = rel_err(fn()[0], ref)
-                    ok = err < 6e-2
-                checked[name] = (ok, err)
-            times = {name: [] for name, (ok, _) in checked.items() if ok}
-            for _ in range(args.rounds):
-                for name in times:
-                    times[name].append(do_bench(providers[name], warmup=args.warmup_ms, rep=100))
-            flop = 4 * b * h * s * s * d / (2 if causal else 1)
-            for name, (ok, err) in checked.items():
-                ms = statistics.median(times[name]) if ok else None
-                rows.append(dict(headdim=d, causal=causal, seqlen=s, batch=b, heads=h,
-                                 provider=name, status="ok" if ok else "wrong", err=err, ms=ms,
-                                 rounds_ms=times.get(name),
-                                 tflops=None if ms is None or name == "v_copy"
-                                 else flop / ms / 1e9,
-                                 config=(str(three_config(int(name.split("@s")[1])
-                                                          if "@s" in name else None))
-                                         if name.startswith("fp8_gluon_three") else str(cfg))
-                                 if name.startswith("fp8_gluon") else
-                                 str(tl_cfg) if name == "fp8_tl" else None))
-            line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
-                f" {r['tflops']:.1f}" if r['tflops'] else "") if r["ms"] else
-                f"{r['provider']} WRONG {r['err']:.2e}" for r in rows[-len(checked):])
-            print(f"d{d} {'causal' if causal else 'full  '}: {line}", flush=True)
-            with open(args.out, "w") as f:
-                json.dump({"meta": {"gpu": torch.cuda.get_device_name(),
-                                    "torch": torch.__version__}, "results": rows}, f, indent=1)
+        providers = {
+            "v_copy": lambda: made(v),
+            "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
+            "fp8_gluon_kernel": gluon_kernel_only,
+            "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
+            "fp8_gluon_two": lambda: gluon_kernel_only(rowsum_mma=None, two=True),
+            "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, three=True),
+            "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
+                                       config=KernelConfig(**{**tl_cfg.__dict__,
+                                                              "gluon": False})),
+            "bf16": lambda: attn_fwd(q16, k16, v16, params),
+        }
+        if d == 256:
+            del providers["fp8_gluon_rowsum"]
+        if d not in THREE:
+            del providers["fp8_gluon_three"]
+        elif three_stages and "fp8_gluon_three" in providers:
+            del providers["fp8_gluon_three"]
+            for n in three_stages:
+                providers[f"fp8_gluon_three@s{n}"] = (
+                    lambda n=n: gluon_kernel_only(rowsum_mma=None, three=True, stages=n))
+        if wanted:
+            providers = {n: f for n, f in providers.items() if n.split("@")[0] in wanted}
+        checked = {}
+        for name, fn in providers.items():
+            if name == "v_copy":
+                ok = torch.equal(fn().view(torch.uint8), copy.view(torch.uint8))
+                err = 0.0 if ok else float("nan")
+            else:
+                err = rel_err(fn()[0], ref)
+                ok = err < 6e-2
+            checked[name] = (ok, err)
+        times = {name: [] for name, (ok, _) in checked.items() if ok}
+        for _ in range(args.rounds):
+            for name in times:
+                times[name].append(do_bench(providers[name], warmup=args.warmup_ms, rep=100))
+        flop = 4 * b * h * s * s * d / (2 if causal else 1)
+        for name, (ok, err) in checked.items():
+            ms = statistics.median(times[name]) if ok else None
+            rows.append(dict(headdim=d, causal=causal, seqlen=s, batch=b, heads=h,
+                             provider=name, status="ok" if ok else "wrong", err=err, ms=ms,
+                             rounds_ms=times.get(name),
+                             tflops=None if ms is None or name == "v_copy"
+                             else flop / ms / 1e9,
+                             config=(str(three_config(int(name.split("@s")[1])
+                                                      if "@s" in name else None))
+                                     if name.startswith("fp8_gluon_three") else
+                             str(TWO) if name == "fp8_gluon_two" else str(cfg))
+                             if name.startswith("fp8_gluon") else
+                             str(tl_cfg) if name == "fp8_tl" else None))
+        line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
+            f" {r['tflops']:.1f}" if r['tflops'] else "") if r["ms"] else
+            f"{r['provider']} WRONG {r['err']:.2e}" for r in rows[-len(checked):])
+        print(f"{s:>5} d{d} {'causal' if causal else 'full  '}: {line}", flush=True)
+        with open(args.out, "w") as f:
+            json.dump({"meta": {"gpu": torch.cuda.get_device_name(),
+                                "torch": torch.__version__}, "results": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
