@@ -122,6 +122,37 @@ def test_gluon_fp8_config_is_the_table():
             configs.gluon_fp8_config(96, causal)
 
 
+def test_gluon_fp8_forward_d64_causal_takes_two_consumers_below_the_threshold(compiled):
+    """float8, d64: three consumers (192 rows) from FP8_THREE_CONSUMERS_FROM[causal] keys
+    (every length without a mask; 4096 causal), two (128 rows, 128-key tiles) below; d128 and
+    d256 their table entries at every length; the forward's selection (``gluon_fwd_config``)
+    is ``gluon_fp8_config``'s, and None under the interpreter."""
+    fp8 = torch.float8_e4m3fn
+    assert configs.FP8_THREE_CONSUMERS_FROM == {False: 0, True: 4096}
+    for seqlen_k in (1, 1024, 4095, 4096, 16384):
+        cfg = configs.gluon_fwd_config(fp8, 64, False, False, seqlen_k)
+        assert cfg is configs._FWD_GLUON_FP8[(64, False)] and cfg.block_m == 192, seqlen_k
+    for seqlen_k in (1, 1000, 2048, 4095):
+        cfg = configs.gluon_fwd_config(fp8, 64, True, False, seqlen_k)
+        assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 128, 2), seqlen_k
+        assert cfg.gluon and cfg.pingpong and not cfg.persistent, seqlen_k
+        assert configs.gluon_fp8_config(64, True, seqlen_k) is cfg
+    for seqlen_k in (4096, 16384, 65536):
+        cfg = configs.gluon_fwd_config(fp8, 64, True, False, seqlen_k)
+        assert cfg is configs._FWD_GLUON_FP8[(64, True)] and cfg.block_m == 192, seqlen_k
+    for d in (128, 256):
+        for causal in (False, True):
+            for seqlen_k in (1, 1024, 16384):
+                assert (configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
+                        is configs._FWD_GLUON_FP8[(d, causal)]), (d, causal, seqlen_k)
+    assert configs.gluon_fwd_config(fp8, 96, True, False, 1024) is None  # not built: tl kernel
+
+
+def test_gluon_fp8_forward_config_is_none_under_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert configs.gluon_fwd_config(torch.float8_e4m3fn, 64, True, False, 1024) is None
+
+
 def test_fast_divisor_divides_exactly():
     """``tile_walk.fast_divisor``: (n · m) >> p == n // d for every n below 2^31, checked at
     the ends of the range and on random values, for divisors 1, powers of two, the largest,

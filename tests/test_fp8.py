@@ -182,28 +182,34 @@ def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal, rowsum_mma):
 @gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel where ``configs._FWD_GLUON_FP8`` has
-    an entry (d64, d128, d256; its descales passed on), the tl kernel elsewhere (d40); both right."""
+    an entry (d64, d128, d256; its descales passed on, its rows a program
+    ``configs.gluon_fp8_config``'s for the call's keys: d64 causal on two consumers below 4096
+    keys, three from there), the tl kernel elsewhere (d40); all right."""
     import flashtriton.kernels.fwd as fwd
 
     calls = []
     real = fwd.attn_fwd_gluon
 
     def spy(*args, **kw):  # records the dispatch; the real kernel still runs
-        calls.append(kw.get("descale"))
+        calls.append((args[4], kw.get("descale")))
         return real(*args, **kw)
 
     monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
     no_call_plans(monkeypatch)
-    for d, causal in ((128, True), (256, False), (256, True), (128, False), (64, True),
-                      (40, True)):
-        (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, 333, 333, 2, 2, d)
+    for d, causal, seqlen in ((128, True, 333), (256, False, 333), (256, True, 333),
+                              (128, False, 333), (64, True, 333), (64, False, 333),
+                              (64, True, 4096), (40, True, 333)):
+        (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, seqlen, seqlen, 2, 2, d)
         before = len(calls)
         out, lse, _ = flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                       v_descale=vd, return_attn_probs=True)
         expect_gluon = (d, causal) in configs._FWD_GLUON_FP8
         assert len(calls) == before + expect_gluon, (d, causal)
         if expect_gluon:
-            assert torch.equal(calls[-1], torch.cat([qd, kd, vd])), "descales not passed on"
+            block_m, descale = calls[-1]
+            assert torch.equal(descale, torch.cat([qd, kd, vd])), "descales not passed on"
+            assert block_m == configs.gluon_fp8_config(d, causal, seqlen).block_m, (d, causal)
+            assert block_m == (192 if d == 64 and (not causal or seqlen >= 4096) else 128)
         check_fp8(out, lse, deq, causal, extra=rowsum_extra(d) if expect_gluon else 0.0)
 
 

@@ -253,7 +253,13 @@ _FWD_FP8 = {
 # d64 three consumers (192 rows) since session 71, P carried as float16 pairs so that they fit
 # 160 registers (fwd_gluon_tile._to_operand's HALF): kernel only, three interleaved rounds on an
 # H100 at 16k (2026-12-07-s71-h100-fp8-three-ab.json; three / two consumers / our bf16) 628.8
-# / 575.0 / 563.4, causal 575.7 / 524.2 / 540.1. d128 keeps two (three spill 1,596 bytes).
+# / 575.0 / 563.4, causal 575.7 / 524.2 / 540.1. d128 keeps two (three spill 1,596 bytes with
+# 128-key tiles; with 64-key tiles, session 72, 864.8 / 867.9 and causal 805.0 / 847.5 against
+# two: 2026-12-07-s72-h100-fp8-three-d128.json). Below FP8_THREE_CONSUMERS_FROM[causal] keys the
+# d64 entry gives way to _FWD_GLUON_FP8_TWO (session 72, kernel only on an H100,
+# 2026-12-07-s72-h100-fp8-two-three-d64.json; two / three consumers / our bf16): causal 1k
+# 202.4 / 176.0 / 318.7, 2k 298.3 / 295.3 / 393.9, 4k 390.9 / 404.9 / 466.4, 8k 468.1 / 510.2
+# / 512.0; without a mask three ahead at every length (1k 314.1 / 330.5 / 395.2).
 _FWD_GLUON_FP8 = {
     (64, False): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
     (64, True): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
@@ -264,14 +270,23 @@ _FWD_GLUON_FP8 = {
 }
 
 
-def gluon_fp8_config(head_dim: int, causal: bool) -> KernelConfig:
-    """The Gluon float8 forward's config (``_FWD_GLUON_FP8``), for the analysis tools and
-    scripts/fp8_probe.py; a ValueError at a head dim it is not built for."""
+FP8_THREE_CONSUMERS_FROM = {False: 0, True: 4096}  # by causal: keys
+_FWD_GLUON_FP8_TWO = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)
+
+
+def gluon_fp8_config(head_dim: int, causal: bool, seqlen_k: int | None = None) -> KernelConfig:
+    """The Gluon float8 forward's config (``_FWD_GLUON_FP8``; with ``seqlen_k`` below
+    ``FP8_THREE_CONSUMERS_FROM[causal]``, a three-consumer entry gives way to two consumers,
+    ``_FWD_GLUON_FP8_TWO``); a ValueError at a head dim it is not built for."""
     try:
-        return _FWD_GLUON_FP8[(head_dim, bool(causal))]
+        cfg = _FWD_GLUON_FP8[(head_dim, bool(causal))]
     except KeyError:
         raise ValueError(f"gluon_fp8_config: the Gluon float8 forward is built for head dims "
                          f"{sorted({d for d, _ in _FWD_GLUON_FP8})}, not {head_dim}") from None
+    if (cfg.block_m == 192 and seqlen_k is not None
+            and seqlen_k < FP8_THREE_CONSUMERS_FROM[bool(causal)]):
+        return _FWD_GLUON_FP8_TWO
+    return cfg
 
 
 # Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
@@ -523,12 +538,15 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     and under the interpreter): persistent at every length but at d256, which launches one
     program per tile from LONG_FWD_FROM keys;
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
-    THREE_CONSUMERS_FWD_FROM[causal] keys. float8_e4m3fn inputs: ``_FWD_GLUON_FP8``'s. The
-    launcher still checks that the call is one the kernel covers."""
+    THREE_CONSUMERS_FWD_FROM[causal] keys. float8_e4m3fn inputs: ``gluon_fp8_config``'s at
+    the head dims ``_FWD_GLUON_FP8`` has. The launcher still checks that the call is one the
+    kernel covers."""
     if dropout:
         return None
     if dtype == torch.float8_e4m3fn:
-        return None if is_interpreting() else _FWD_GLUON_FP8.get((head_dim, bool(causal)))
+        if is_interpreting() or (head_dim, bool(causal)) not in _FWD_GLUON_FP8:
+            return None
+        return gluon_fp8_config(head_dim, causal, seqlen_k)
     cfg = _gluon_config(_FWD_GLUON if seqlen_k < LONG_FWD_FROM else _FWD_GLUON_LONG, dtype,
                         head_dim, causal)
     if cfg is not None and seqlen_k >= THREE_CONSUMERS_FWD_FROM[bool(causal)]:
