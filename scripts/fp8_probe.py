@@ -9,7 +9,9 @@ first against SDPA on the same values in bf16 (relative error below 6e-2, as scr
 consumers (block_m 192, the row sums as the head dim's default; ``THREE``'s key tiles and ring
 slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at d256).
 ``fp8_gluon_two``: the kernel-only launch with two consumers (128 x 128, two slots, the row sums
-as the head dim's default), whatever the shipped config is.
+as the head dim's default), whatever the shipped config is; ``fp8_gluon_pers``: the same
+persistent (causal on the host's greedy tile table, as our bf16 forward), ``fp8_gluon_pers3``:
+three consumers persistent (d64 only).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384[,4096,...]] [--providers fp8_gluon_kernel,...]
@@ -38,7 +40,7 @@ from flashtriton.kernels.fwd import attn_fwd
 # half-size tiles need more loads in flight)
 THREE = {64: (128, 2), 128: (64, 3)}
 PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_gluon_two",
-             "fp8_gluon_three", "fp8_tl", "bf16")
+             "fp8_gluon_pers", "fp8_gluon_pers3", "fp8_gluon_three", "fp8_tl", "bf16")
 TWO = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)  # fp8_gluon_two's
 
 
@@ -85,7 +87,8 @@ def main(argv=None):
             return KernelConfig(192, THREE[d][0], cfg.num_warps, stages or THREE[d][1],
                                 gluon=True, pingpong=cfg.pingpong)
 
-        def gluon_kernel_only(rowsum_mma=False, three=False, stages=None, two=False):
+        def gluon_kernel_only(rowsum_mma=False, three=False, stages=None, two=False,
+                              persistent=False):
             block_m, block_n, stages = (
                 (192, THREE[d][0], stages or THREE[d][1]) if three else
                 (TWO.block_m, TWO.block_n, TWO.num_stages) if two else
@@ -93,7 +96,8 @@ def main(argv=None):
             fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
             try:
                 return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, block_n,
-                                                cfg.num_warps, stages, cfg.pingpong,
+                                                cfg.num_warps, stages, cfg.pingpong, persistent,
+                                                "greedy" if persistent and causal else None,
                                                 descale=descale, rowsum_mma=rowsum_mma)
             finally:
                 fwd_gluon.fp8_keys_minor = made
@@ -104,6 +108,10 @@ def main(argv=None):
             "fp8_gluon_kernel": gluon_kernel_only,
             "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
             "fp8_gluon_two": lambda: gluon_kernel_only(rowsum_mma=None, two=True),
+            "fp8_gluon_pers": lambda: gluon_kernel_only(rowsum_mma=None, two=True,
+                                                        persistent=True),
+            "fp8_gluon_pers3": lambda: gluon_kernel_only(rowsum_mma=None, three=True,
+                                                         stages=2, persistent=True),
             "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, three=True),
             "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
                                        config=KernelConfig(**{**tl_cfg.__dict__,
@@ -112,6 +120,10 @@ def main(argv=None):
         }
         if d == 256:
             del providers["fp8_gluon_rowsum"]
+        if d != 64:
+            del providers["fp8_gluon_pers3"]
+        if d == 256:
+            del providers["fp8_gluon_pers"]
         if d not in THREE:
             del providers["fp8_gluon_three"]
         elif three_stages and "fp8_gluon_three" in providers:
@@ -145,7 +157,10 @@ def main(argv=None):
                              config=(str(three_config(int(name.split("@s")[1])
                                                       if "@s" in name else None))
                                      if name.startswith("fp8_gluon_three") else
-                             str(TWO) if name == "fp8_gluon_two" else str(cfg))
+                             str(TWO) if name == "fp8_gluon_two" else
+                             f"{TWO} persistent" if name == "fp8_gluon_pers" else
+                             f"{three_config(2)} persistent" if name == "fp8_gluon_pers3" else
+                             str(cfg))
                              if name.startswith("fp8_gluon") else
                              str(tl_cfg) if name == "fp8_tl" else None))
         line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (

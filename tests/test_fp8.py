@@ -122,10 +122,12 @@ def test_fp8_forward(shape, causal):
     assert torch.allclose(lse, ref_lse, rtol=1e-3, atol=1e-3 + extra), (lse - ref_lse).abs().max()
 
 
-# (b, sq, sk, h, hk, d, causal, (block_m, block_n, warps, stages, pingpong))
+# (b, sq, sk, h, hk, d, causal, (block_m, block_n, warps, stages, pingpong[, persistent[,
+# tile_order]]))
 PP, PP3, PP_D256 = (128, 128, 4, 2, True), (128, 128, 4, 3, True), (128, 64, 4, 2, True)
 THREE = (192, 128, 4, 2, True)  # three consumers (P carried as float16 pairs)
 THREE_N64 = (192, 64, 4, 3, True)  # ... on 64-key tiles, three slots (d128: not shipped)
+PERS = (*PP, True)  # persistent: one program per SM walks the tiles (P as float16 pairs)
 GLUON_FP8_CASES = [
     (2, 1000, 1000, 4, 4, 128, False, PP),
     (2, 1000, 1000, 4, 4, 128, True, PP),
@@ -143,6 +145,16 @@ GLUON_FP8_CASES = [
     (1, 65, 300, 4, 1, 64, True, THREE),      # the third consumer's rows all past the last
     (2, 1000, 1000, 4, 4, 128, True, THREE_N64),
     (1, 777, 901, 4, 2, 128, False, THREE_N64),
+    # persistent; 288 and 256 tiles: every program walks more than one on a 132-SM GPU
+    (3, 1500, 1500, 8, 8, 64, True, PERS),
+    (3, 1500, 1500, 8, 4, 64, True, (*PERS, "greedy")),   # the host's tile table, GQA
+    (4, 1024, 1024, 8, 8, 128, False, PERS),
+    (2, 1000, 1000, 4, 4, 128, True, PERS),
+    (2, 777, 901, 8, 2, 128, False, PERS),    # GQA
+    (1, 65, 300, 4, 1, 64, True, PERS),       # seqlen_q < seqlen_k, MQA
+    (1, 129, 65, 4, 2, 64, True, PERS),       # rows that see no key
+    (1, 257, 383, 2, 2, 64, False, PERS),     # keys not a multiple of 32
+    (2, 2048, 2048, 4, 2, 64, True, (*THREE, True)),  # three consumers persistent
 ]
 
 
@@ -150,7 +162,9 @@ GLUON_FP8_CASES = [
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,blocks", GLUON_FP8_CASES,
                          ids=[f"b{c[0]}-sq{c[1]}-sk{c[2]}-h{c[3]}/{c[4]}-d{c[5]}"
                               f"{'-causal' if c[6] else ''}-m{c[7][0]}n{c[7][1]}s{c[7][3]}"
-                              f"{'-pingpong' if c[7][4] else ''}" for c in GLUON_FP8_CASES])
+                              f"{'-pingpong' if c[7][4] else ''}"
+                              f"{'-persistent' if c[7][5:6] == (True,) else ''}"
+                              f"{'-' + c[7][6] if c[7][6:] else ''}" for c in GLUON_FP8_CASES])
 def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
     (q8, k8, v8), descales, deq = quantized_inputs(b, sq, sk, h, hk, d)
     out, lse = attn_fwd_gluon(q8, k8, v8, make_params(d, causal=causal), *blocks,
@@ -219,8 +233,11 @@ def test_gluon_fp8_launcher_rejects():
     params = make_params(128)
     with pytest.raises(ValueError, match="need descale"):
         attn_fwd_gluon(q8, k8, v8, params)
-    with pytest.raises(ValueError, match="persistent"):
-        attn_fwd_gluon(q8, k8, v8, params, persistent=True, descale=torch.cat(descales))
+    with pytest.raises(ValueError, match="half_tail"):
+        attn_fwd_gluon(q8, k8, v8, params, half_tail=True, descale=torch.cat(descales))
+    with pytest.raises(ValueError, match="persistent float8 forward is built for head dims 64"):
+        attn_fwd_gluon(*quantized_inputs(1, 64, 64, 2, 2, 256)[0], make_params(256), 128, 64,
+                       persistent=True, descale=torch.cat(descales))
     with pytest.raises(ValueError, match="multiple of 32"):
         attn_fwd_gluon(q8, k8, v8, params, block_n=16, descale=torch.cat(descales))
     with pytest.raises(ValueError, match="rowsum_mma at head dim 256"):

@@ -244,6 +244,26 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
         assert sum(loop["opcodes"].values()) == loop["instructions"], loop
         assert loop["opcodes"]["QGMMA"] == loop["mma"], loop
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_gluon_float8_persistent_forward_compiles(head_dim):
+    """The persistent Gluon forward on float8 inputs (two consumers of 64 rows, 128-key tiles;
+    session 72): float8 MMAs only, no spills, MMAs not serialized, no write to a register-A
+    product's operand registers before its wait, and no shared or local stores in the step
+    loops (P as float16 pairs across the loop, as on three consumers: ``LATE_CVT``)."""
+    r = _sass("--kernel", "gluon_fwd_fp8_persistent", "--headdim", str(head_dim),
+              "--block-m", "128")
+    assert r["kernel"] == "_attn_fwd_persistent" and r["dtype"] == "float8_e4m3fn"
+    assert r["constexprs"]["CONSUMERS"] == 2
+    assert r["instructions"]["QGMMA"] > 0 and r["instructions"]["HGMMA"] == 0
+    assert r["shared_bytes"] <= 232_448 and r["spill_bytes"] == 0, r["spill_bytes"]
+    assert not r["wgmma_serialized"], "ptxas serialized the warpgroup MMAs"
+    assert r["register_a_mmas"] > 0 and r["register_a_writes"] == [], r["register_a_writes"]
+    assert len(r["mma_loops"]) == 2, "one step loop a consumer"
+    for loop in r["mma_loops"]:
+        assert loop["shared_stores"] == loop["local_stores"] == loop["local_loads"] == 0, loop
+        assert loop["opcodes"]["QGMMA"] == loop["mma"], loop
+
+
 
 def test_cli_lists_each_loops_opcodes():
     """``flashtriton sass --opcodes N``: under each innermost MMA loop, its N most frequent

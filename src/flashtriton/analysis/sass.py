@@ -119,19 +119,23 @@ def _gluon_fwd(persistent: bool):
     return launch
 
 
-def _gluon_fwd_fp8(shape: Shape):
-    """The Gluon forward on float8_e4m3fn inputs, its config from ``configs.gluon_fp8_config``."""
-    import torch
+def _gluon_fwd_fp8(persistent: bool):
+    def launch(shape: Shape):
+        """The Gluon forward on float8_e4m3fn inputs, its config from
+        ``configs.gluon_fp8_config`` (its long-sequence entry), one program per tile or
+        ``persistent``."""
+        import torch
 
-    from flashtriton.configs import gluon_fp8_config, make_params
-    from flashtriton.kernels import fwd_gluon
+        from flashtriton.configs import gluon_fp8_config, make_params
+        from flashtriton.kernels import fwd_gluon
 
-    cfg = shape.config or gluon_fp8_config(shape.head_dim, shape.causal)
-    fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
-                             make_params(shape.head_dim, causal=shape.causal),
-                             shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
-                             cfg.num_warps, cfg.num_stages, cfg.pingpong,
-                             descale=torch.ones(3))
+        cfg = shape.config or gluon_fp8_config(shape.head_dim, shape.causal)
+        fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
+                                 make_params(shape.head_dim, causal=shape.causal),
+                                 shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
+                                 cfg.num_warps, cfg.num_stages, cfg.pingpong, persistent,
+                                 descale=torch.ones(3))
+    return launch
 
 
 def _gluon_bwd(shape: Shape):
@@ -199,7 +203,10 @@ KERNELS: dict[str, SassEntry] = {
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
                            _gluon_fwd(False), "_attn_fwd_ws"),
     "gluon_fwd_fp8": SassEntry("the Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
-                               _gluon_fwd_fp8, "_attn_fwd_ws", dtype="float8_e4m3fn"),
+                               _gluon_fwd_fp8(False), "_attn_fwd_ws", dtype="float8_e4m3fn"),
+    "gluon_fwd_fp8_persistent": SassEntry(
+        "the persistent Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
+        _gluon_fwd_fp8(True), "_attn_fwd_persistent", dtype="float8_e4m3fn"),
     "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, opt-in (kernels/fwd_gluon.py)",
                                       _gluon_fwd(True), "_attn_fwd_persistent"),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",

@@ -1,7 +1,7 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
 inputs, head dim 64, 128 or 256, causal or not, for sm_90; and float8_e4m3fn inputs in the
 one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dims 64, 128 and
-256).
+256) and, at head dims 64 and 128, the persistent one (``_attn_fwd_persistent``).
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
@@ -295,7 +295,7 @@ def _load_q(q_desc, q_bar, q_smem, b, m0, h, w: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     if m0 + w * BLOCK_M >= 0:
-        mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * 2)
+        mbarrier.expect(q_bar.index(w), BLOCK_M * HEAD_DIM * q_smem.dtype.primitive_bitwidth // 8)
         tma.async_copy_global_to_shared(q_desc, [b, m0 + w * BLOCK_M, h, 0], q_bar.index(w),
                                         q_smem.index(w))
     else:  # rows before row 0 (``_pers_tile``'s row0): no load, the barrier passes
@@ -312,7 +312,10 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
     previous tile's): each consumer arrives there after its last S product, the last read of
     its Q. So the consumers' steps carry no arrival for Q (a warpgroup barrier a step, with
     Triton's arrivals), and a tile without keys loads no Q. At head dim 256, where O leaves
-    through Q's buffer, the consumers release it on ``q_empty`` after that store."""
+    through Q's buffer, the consumers release it on ``q_empty`` after that store.
+    float8: V is the launcher's keys-minor copy, (batch, heads, HEAD_DIM, keys padded to 32)
+    contiguous (``fp8_keys_minor``), read as one matrix of batch·heads·HEAD_DIM rows whose
+    [HEAD_DIM, BLOCK_N] tiles are ``_ws_producer``'s."""
     k_smem, v_smem, k_ready, k_empty, v_ready, v_empty = ring
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs, row0 = schedule
@@ -330,11 +333,19 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
                                         strides=[stride_kb, stride_kn, stride_kh, 1],
                                         block_shape=[1, BLOCK_N, 1, HEAD_DIM],
                                         layout=k_smem.type.layout)
-    v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
-                                        strides=[stride_vb, stride_vn, stride_vh, 1],
-                                        block_shape=[1, BLOCK_N, 1, HEAD_DIM],
-                                        layout=v_smem.type.layout)
-    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * 2
+    FP8: gl.constexpr = k_smem.dtype.is_fp8()
+    if FP8:  # (stride_vn: between the copy's head-dim rows)
+        v_desc = tma.make_tensor_descriptor(V, shape=[batch * nheads_k * HEAD_DIM,
+                                                      gl.cdiv(seqlen_k, 32) * 32],
+                                            strides=[stride_vn, 1],
+                                            block_shape=[HEAD_DIM, BLOCK_N],
+                                            layout=v_smem.type.layout)
+    else:
+        v_desc = tma.make_tensor_descriptor(V, shape=[batch, seqlen_k, nheads_k, HEAD_DIM],
+                                            strides=[stride_vb, stride_vn, stride_vh, 1],
+                                            block_shape=[1, BLOCK_N, 1, HEAD_DIM],
+                                            layout=v_smem.type.layout)
+    kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * k_smem.dtype.primitive_bitwidth // 8
     O_IN_Q: gl.constexpr = HEAD_DIM == 256  # as _pers_consumer's
     kv = 0  # K/V tiles issued so far: the rings' slots and phases run on across tiles
     local = 0
@@ -362,8 +373,13 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
                                             k_smem.index(slot))
             mbarrier.wait(v_empty.index(slot), phase ^ 1)
             mbarrier.expect(v_ready.index(slot), kv_bytes)
-            tma.async_copy_global_to_shared(v_desc, [b, i * BLOCK_N, h_k, 0], v_ready.index(slot),
-                                            v_smem.index(slot))
+            if FP8:
+                tma.async_copy_global_to_shared(v_desc, [(b * nheads_k + h_k) * HEAD_DIM,
+                                                         i * BLOCK_N],
+                                                v_ready.index(slot), v_smem.index(slot))
+            else:
+                tma.async_copy_global_to_shared(v_desc, [b, i * BLOCK_N, h_k, 0],
+                                                v_ready.index(slot), v_smem.index(slot))
         kv += n_tiles
         local += 1
 
@@ -383,17 +399,21 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     q_smem, q_bar, q_empty = queue
     batch, nheads, group, seqlen_k, shift, n_m, total, order, table, divs, row0 = schedule
     (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob, stride_om, stride_oh, stride_lb,
-     stride_lh, ONE_PATH, ones, HALF_TAIL) = args
+     stride_lh, ONE_PATH, ones, HALF_TAIL, DESCALE) = args
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     O_IN_Q: gl.constexpr = HEAD_DIM == 256  # o_smem is q_smem (_attn_fwd_persistent)
     dtype: gl.constexpr = Q.dtype.element_ty
+    FP8: gl.constexpr = dtype.is_fp8()
     WARPS: gl.constexpr = gl.num_warps()
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1],
+        instr_shape=[16, BLOCK_N, 256 // dtype.primitive_bitwidth])  # K steps of 32 bytes
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    if FP8:  # (as _ws_consumer's)
+        qk_scale = qk_scale * gl.load(DESCALE) * gl.load(DESCALE + 1)
     o_desc = tma.make_tensor_descriptor(O, shape=[batch, seqlen_q, nheads, HEAD_DIM],
                                         strides=[stride_ob, stride_om, stride_oh, 1],
                                         block_shape=[1, BLOCK_M, 1, HEAD_DIM],
@@ -431,11 +451,13 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
                                      seqlen_k, shift, qk_scale, WG, BLOCK_N, True,
                                      True, CONSUMERS == 2, ONE_PATH, ones)
         out, lse = _normalize(acc, m_i, l_i)
+        if FP8:
+            out = out * gl.load(DESCALE + 2)
         if not O_IN_Q:
             tma.store_wait(pendings=0)  # the previous tile's O has left this buffer
         # (O_IN_Q: every product that read Q has completed in _attend_tile)
         if rows0 >= 0:
-            o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(dtype))
+            o_s.reshape([BLOCK_M, HEAD_DIM]).store(out.to(O.dtype.element_ty))
             fence_async_shared()
             tma.async_copy_shared_to_global(o_desc, [b, rows0, h, 0], o_s)
             gl.store(LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + offs_m,
@@ -470,7 +492,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          stride_qb, stride_qm, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_om, stride_oh,
                          stride_lb, stride_lh, batch, nheads, group, seqlen_q, seqlen_k, shift,
-                         qk_scale, order, table, n_m_by, nheads_by, group_by,
+                         qk_scale, order, table, n_m_by, nheads_by, group_by, DESCALE,
                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
@@ -480,7 +502,10 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``order``: causal, longest first, in a snake); partitions as
     ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
-    so the next tile's loads run under the current one's last products and epilogue."""
+    so the next tile's loads run under the current one's last products and epilogue.
+    float8_e4m3fn inputs (head dims 64 and 128): V keys-minor (``_pers_producer``), O bfloat16
+    in buffers of its own, ``DESCALE`` the q, k, v descales (16-bit launches pass 0, never
+    read)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     total = n_m * batch * nheads
@@ -501,12 +526,20 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, 1, HEAD_DIM],
                                                                    dtype)
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+    o_dtype: gl.constexpr = O.dtype.element_ty
     if HEAD_DIM == 256:  # Q and the K/V rings fill the shared memory: O leaves through Q's buffer
         o_smem = q_smem
     else:
-        o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
+        o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, 1, HEAD_DIM],
+                                                                      o_dtype)
+        o_smem = gl.allocate_shared_memory(o_dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM],
+                                           o_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+    if dtype.is_fp8():  # V keys-minor, [HEAD_DIM, BLOCK_N] tiles (as _attn_fwd_ws's)
+        vt_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, BLOCK_N], dtype)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, HEAD_DIM, BLOCK_N], vt_layout)
+    else:
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(CONSUMERS):
@@ -526,7 +559,7 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
              stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     work = (ring, queue, schedule, (Q, O, LSE, o_smem, turn, seqlen_q, qk_scale, stride_ob,
                                     stride_om, stride_oh, stride_lb, stride_lh, ONE_PATH, ones,
-                                    HALF_TAIL))
+                                    HALF_TAIL, DESCALE))
     if CONSUMERS == 3:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
                             (_pers_consumer1, work), (_pers_consumer2, work)],
@@ -614,7 +647,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     half a key tile (block_n = 2 · block_m / consumers: the d64 and d128 configs); head dims 64
     and 128 only.
     float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
-    device, and o bfloat16; one program per tile (not ``persistent``), whole key tiles, row
+    device, and o bfloat16; ``persistent`` at head dims 64 and 128 only, whole key tiles, row
     sums on the tensor cores with ``rowsum_mma`` (by default at the head dims in
     ``FP8_ROWSUM_MMA_HEAD_DIMS``: 64 and 128; not built at 256), else in float32. On the tensor
     cores they are of P as rounded to e4m3, the weights P·V gives V, so the lse is within
@@ -632,9 +665,12 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     if fp8:
         if descale is None:
             raise ValueError("attn_fwd_gluon: float8 inputs need descale (q, k, v descales)")
-        if persistent or half_tail:
-            raise ValueError("attn_fwd_gluon: float8 runs one program per tile and whole key "
-                             "tiles: persistent and half_tail are not built for it")
+        if half_tail:
+            raise ValueError("attn_fwd_gluon: float8 runs whole key tiles: half_tail is not "
+                             "built for it")
+        if persistent and d == 256:
+            raise ValueError("attn_fwd_gluon: the persistent float8 forward is built for head "
+                             "dims 64 and 128 (at 256 O leaves through Q's buffers, in bfloat16)")
         if block_n % 32:
             raise ValueError(f"attn_fwd_gluon: float8 needs block_n a multiple of 32 (the "
                              f"products' key steps), got {block_n}")
@@ -705,8 +741,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         rest = (*strides, batch, nheads, group, seqlen_q, seqlen_k, shift,
                 params.softmax_scale * LOG2E, order, table,
                 fast_divisor(max(1, cdiv(seqlen_q, block_m))), fast_divisor(nheads),
-                fast_divisor(group))
-        meta["ONE_PATH"] = one_softmax_path(d, consumers, causal, seqlen_k)
+                fast_divisor(group), 0 if descale is None else descale)
+        # (float8: both mask branches, as the one-program-per-tile kernel's)
+        meta["ONE_PATH"] = not fp8 and one_softmax_path(d, consumers, causal, seqlen_k)
     else:
         kernel, grid = _attn_fwd_ws, (cdiv(seqlen_q, block_m), batch * nheads)
         rest = (*strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
