@@ -122,29 +122,30 @@ def test_gluon_fp8_config_is_the_table():
             configs.gluon_fp8_config(96, causal)
 
 
-def test_gluon_fp8_forward_d64_causal_takes_two_consumers_below_the_threshold(compiled):
-    """float8, d64: three consumers (192 rows) from FP8_THREE_CONSUMERS_FROM[causal] keys
-    (every length without a mask; 4096 causal), two (128 rows, 128-key tiles) below; d128 and
-    d256 their table entries at every length; the forward's selection (``gluon_fwd_config``)
-    is ``gluon_fp8_config``'s, and None under the interpreter."""
+def test_gluon_fp8_forward_is_persistent_below_the_threshold(compiled):
+    """float8: below FP8_PERSISTENT_BELOW keys (4096) d64 and d128 run two consumers persistent
+    (128 x 128, two slots; causal on the greedy tile table), from there the table's entry (d64
+    three consumers, d128 two, one program per tile); d256 its entry at every length; the
+    forward's selection (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's keys."""
     fp8 = torch.float8_e4m3fn
-    assert configs.FP8_THREE_CONSUMERS_FROM == {False: 0, True: 4096}
-    for seqlen_k in (1, 1024, 4095, 4096, 16384):
-        cfg = configs.gluon_fwd_config(fp8, 64, False, False, seqlen_k)
-        assert cfg is configs._FWD_GLUON_FP8[(64, False)] and cfg.block_m == 192, seqlen_k
-    for seqlen_k in (1, 1000, 2048, 4095):
-        cfg = configs.gluon_fwd_config(fp8, 64, True, False, seqlen_k)
-        assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 128, 2), seqlen_k
-        assert cfg.gluon and cfg.pingpong and not cfg.persistent, seqlen_k
-        assert configs.gluon_fp8_config(64, True, seqlen_k) is cfg
-    for seqlen_k in (4096, 16384, 65536):
-        cfg = configs.gluon_fwd_config(fp8, 64, True, False, seqlen_k)
-        assert cfg is configs._FWD_GLUON_FP8[(64, True)] and cfg.block_m == 192, seqlen_k
-    for d in (128, 256):
+    assert configs.FP8_PERSISTENT_BELOW == 4096
+    for d in (64, 128):
         for causal in (False, True):
-            for seqlen_k in (1, 1024, 16384):
-                assert (configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
-                        is configs._FWD_GLUON_FP8[(d, causal)]), (d, causal, seqlen_k)
+            for seqlen_k in (1, 1000, 2048, 4095):
+                cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
+                assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 128, 2), seqlen_k
+                assert cfg.gluon and cfg.pingpong and cfg.persistent, seqlen_k
+                assert cfg.tile_order == ("greedy" if causal else None)
+                assert configs.gluon_fp8_config(d, causal, seqlen_k) is cfg
+            for seqlen_k in (4096, 16384, 65536):
+                cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
+                assert cfg is configs._FWD_GLUON_FP8[(d, causal)] and not cfg.persistent
+                assert cfg.block_m == (192 if d == 64 else 128), (d, seqlen_k)
+            assert configs.gluon_fp8_config(d, causal) is configs._FWD_GLUON_FP8[(d, causal)]
+    for causal in (False, True):
+        for seqlen_k in (1, 1024, 16384):
+            assert (configs.gluon_fwd_config(fp8, 256, causal, False, seqlen_k)
+                    is configs._FWD_GLUON_FP8[(256, causal)]), (causal, seqlen_k)
     assert configs.gluon_fwd_config(fp8, 96, True, False, 1024) is None  # not built: tl kernel
 
 

@@ -150,6 +150,7 @@ GLUON_FP8_CASES = [
     (3, 1500, 1500, 8, 4, 64, True, (*PERS, "greedy")),   # the host's tile table, GQA
     (4, 1024, 1024, 8, 8, 128, False, PERS),
     (2, 1000, 1000, 4, 4, 128, True, PERS),
+    (2, 1000, 1000, 4, 4, 128, True, (*PERS, "greedy")),
     (2, 777, 901, 8, 2, 128, False, PERS),    # GQA
     (1, 65, 300, 4, 1, 64, True, PERS),       # seqlen_q < seqlen_k, MQA
     (1, 129, 65, 4, 2, 64, True, PERS),       # rows that see no key
@@ -196,16 +197,16 @@ def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal, rowsum_mma):
 @gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel where ``configs._FWD_GLUON_FP8`` has
-    an entry (d64, d128, d256; its descales passed on, its rows a program
-    ``configs.gluon_fp8_config``'s for the call's keys: d64 causal on two consumers below 4096
-    keys, three from there), the tl kernel elsewhere (d40); all right."""
+    an entry (d64, d128, d256; its descales passed on, its tiling ``configs.gluon_fp8_config``'s
+    for the call's keys: d64 and d128 persistent below 4096 keys, d64 on three consumers from
+    there), the tl kernel elsewhere (d40); all right."""
     import flashtriton.kernels.fwd as fwd
 
     calls = []
     real = fwd.attn_fwd_gluon
 
     def spy(*args, **kw):  # records the dispatch; the real kernel still runs
-        calls.append((args[4], kw.get("descale")))
+        calls.append((args[4], args[9], kw.get("descale")))  # block_m, persistent
         return real(*args, **kw)
 
     monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
@@ -220,10 +221,12 @@ def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
         expect_gluon = (d, causal) in configs._FWD_GLUON_FP8
         assert len(calls) == before + expect_gluon, (d, causal)
         if expect_gluon:
-            block_m, descale = calls[-1]
+            block_m, persistent, descale = calls[-1]
             assert torch.equal(descale, torch.cat([qd, kd, vd])), "descales not passed on"
-            assert block_m == configs.gluon_fp8_config(d, causal, seqlen).block_m, (d, causal)
-            assert block_m == (192 if d == 64 and (not causal or seqlen >= 4096) else 128)
+            cfg = configs.gluon_fp8_config(d, causal, seqlen)
+            assert (block_m, persistent) == (cfg.block_m, cfg.persistent), (d, causal, seqlen)
+            assert persistent == (d < 256 and seqlen < 4096), (d, causal, seqlen)
+            assert block_m == (192 if d == 64 and seqlen >= 4096 else 128), (d, causal, seqlen)
         check_fp8(out, lse, deq, causal, extra=rowsum_extra(d) if expect_gluon else 0.0)
 
 

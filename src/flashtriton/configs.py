@@ -255,11 +255,18 @@ _FWD_FP8 = {
 # H100 at 16k (2026-12-07-s71-h100-fp8-three-ab.json; three / two consumers / our bf16) 628.8
 # / 575.0 / 563.4, causal 575.7 / 524.2 / 540.1. d128 keeps two (three spill 1,596 bytes with
 # 128-key tiles; with 64-key tiles, session 72, 864.8 / 867.9 and causal 805.0 / 847.5 against
-# two: 2026-12-07-s72-h100-fp8-three-d128.json). Below FP8_THREE_CONSUMERS_FROM[causal] keys the
-# d64 entry gives way to _FWD_GLUON_FP8_TWO (session 72, kernel only on an H100,
-# 2026-12-07-s72-h100-fp8-two-three-d64.json; two / three consumers / our bf16): causal 1k
-# 202.4 / 176.0 / 318.7, 2k 298.3 / 295.3 / 393.9, 4k 390.9 / 404.9 / 466.4, 8k 468.1 / 510.2
-# / 512.0; without a mask three ahead at every length (1k 314.1 / 330.5 / 395.2).
+# two: 2026-12-07-s72-h100-fp8-three-d128.json).
+# Below FP8_PERSISTENT_BELOW keys, d64 and d128 run _FWD_GLUON_FP8_SHORT: two consumers,
+# persistent (causal on the greedy tile table, as our bf16 forward). Session 72 on an H100,
+# kernel only, two interleaved rounds (2026-12-07-s72-h100-fp8-persistent-2628af9.json; one
+# program per tile as the table above / persistent / our bf16): d64 1k 299.1 / 455.5 / 423.2,
+# causal 155.5 / 378.5 / 346.2; 2k 391.7 / 493.9 / 500.7, causal 255.6 / 462.3 / 420.4; d128
+# 1k 537.7 / 737.1 / 605.4, causal 345.6 / 562.2 / 465.3; 2k 677.8 / 809.2 / 623.9, causal
+# 500.4 / 705.6 / 580.0. One program per tile pays each tile's start (in-kernel descriptors,
+# Q's load, the epilogue) with nothing to hide it: our bf16 forward run that way measured
+# 291.1 / 193.0 at d64 1k (causal second) against 420.7 / 314.2 persistent
+# (2026-12-07-s72-h100-persistence-probe.log). From 4096 keys the persistent float8 kernel was
+# not timed (the call's time ran out), so the table above keeps those lengths.
 _FWD_GLUON_FP8 = {
     (64, False): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
     (64, True): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
@@ -270,23 +277,24 @@ _FWD_GLUON_FP8 = {
 }
 
 
-FP8_THREE_CONSUMERS_FROM = {False: 0, True: 4096}  # by causal: keys
-_FWD_GLUON_FP8_TWO = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)
+FP8_PERSISTENT_BELOW = 4096  # keys
+_FWD_GLUON_FP8_SHORT = {(d, causal): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True,
+                                                  persistent=True,
+                                                  tile_order="greedy" if causal else None)
+                        for d in (64, 128) for causal in (False, True)}
 
 
 def gluon_fp8_config(head_dim: int, causal: bool, seqlen_k: int | None = None) -> KernelConfig:
-    """The Gluon float8 forward's config (``_FWD_GLUON_FP8``; with ``seqlen_k`` below
-    ``FP8_THREE_CONSUMERS_FROM[causal]``, a three-consumer entry gives way to two consumers,
-    ``_FWD_GLUON_FP8_TWO``); a ValueError at a head dim it is not built for."""
-    try:
-        cfg = _FWD_GLUON_FP8[(head_dim, bool(causal))]
-    except KeyError:
+    """The Gluon float8 forward's config: ``_FWD_GLUON_FP8``'s, or with ``seqlen_k`` below
+    ``FP8_PERSISTENT_BELOW`` ``_FWD_GLUON_FP8_SHORT``'s where it has one (d64 and d128); a
+    ValueError at a head dim it is not built for."""
+    key = (head_dim, bool(causal))
+    if key not in _FWD_GLUON_FP8:
         raise ValueError(f"gluon_fp8_config: the Gluon float8 forward is built for head dims "
-                         f"{sorted({d for d, _ in _FWD_GLUON_FP8})}, not {head_dim}") from None
-    if (cfg.block_m == 192 and seqlen_k is not None
-            and seqlen_k < FP8_THREE_CONSUMERS_FROM[bool(causal)]):
-        return _FWD_GLUON_FP8_TWO
-    return cfg
+                         f"{sorted({d for d, _ in _FWD_GLUON_FP8})}, not {head_dim}")
+    if seqlen_k is not None and seqlen_k < FP8_PERSISTENT_BELOW and key in _FWD_GLUON_FP8_SHORT:
+        return _FWD_GLUON_FP8_SHORT[key]
+    return _FWD_GLUON_FP8[key]
 
 
 # Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
