@@ -9,9 +9,9 @@ first against SDPA on the same values in bf16 (relative error below 6e-2, as scr
 consumers (block_m 192, the row sums as the head dim's default; ``THREE``'s key tiles and ring
 slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at d256).
 ``fp8_gluon_two``: the kernel-only launch with two consumers (128 x 128, two slots, the row sums
-as the head dim's default), whatever the shipped config is; ``fp8_gluon_pers``: the same
-persistent (causal on the host's greedy tile table, as our bf16 forward), ``fp8_gluon_pers3``:
-three consumers persistent (d64 only).
+as the head dim's default; d256: its shipped 128 x 64), whatever the shipped config is;
+``fp8_gluon_pers``: the same persistent (causal on the host's greedy tile table, as our bf16
+forward), ``fp8_gluon_pers3``: three consumers persistent (d64 only).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384[,4096,...]] [--providers fp8_gluon_kernel,...]
@@ -87,11 +87,13 @@ def main(argv=None):
             return KernelConfig(192, THREE[d][0], cfg.num_warps, stages or THREE[d][1],
                                 gluon=True, pingpong=cfg.pingpong)
 
+        two_cfg = TWO if d < 256 else cfg
+
         def gluon_kernel_only(rowsum_mma=False, three=False, stages=None, two=False,
                               persistent=False):
             block_m, block_n, stages = (
                 (192, THREE[d][0], stages or THREE[d][1]) if three else
-                (TWO.block_m, TWO.block_n, TWO.num_stages) if two else
+                (two_cfg.block_m, two_cfg.block_n, two_cfg.num_stages) if two else
                 (cfg.block_m, cfg.block_n, cfg.num_stages))
             fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
             try:
@@ -122,8 +124,6 @@ def main(argv=None):
             del providers["fp8_gluon_rowsum"]
         if d != 64:
             del providers["fp8_gluon_pers3"]
-        if d == 256:
-            del providers["fp8_gluon_pers"]
         if d not in THREE:
             del providers["fp8_gluon_three"]
         elif three_stages and "fp8_gluon_three" in providers:
@@ -157,8 +157,8 @@ def main(argv=None):
                              config=(str(three_config(int(name.split("@s")[1])
                                                       if "@s" in name else None))
                                      if name.startswith("fp8_gluon_three") else
-                             str(TWO) if name == "fp8_gluon_two" else
-                             f"{TWO} persistent" if name == "fp8_gluon_pers" else
+                             str(two_cfg) if name == "fp8_gluon_two" else
+                             f"{two_cfg} persistent" if name == "fp8_gluon_pers" else
                              f"{three_config(2)} persistent" if name == "fp8_gluon_pers3" else
                              str(cfg))
                              if name.startswith("fp8_gluon") else

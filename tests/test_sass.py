@@ -244,12 +244,13 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
         assert sum(loop["opcodes"].values()) == loop["instructions"], loop
         assert loop["opcodes"]["QGMMA"] == loop["mma"], loop
 
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_gluon_float8_persistent_forward_compiles(head_dim):
-    """The persistent Gluon forward on float8 inputs (two consumers of 64 rows, 128-key tiles;
-    session 72): float8 MMAs only, no spills, MMAs not serialized, no write to a register-A
-    product's operand registers before its wait, and no shared or local stores in the step
-    loops (P as float16 pairs across the loop, as on three consumers: ``LATE_CVT``)."""
+    """The persistent Gluon forward on float8 inputs (two consumers of 64 rows; 128-key tiles,
+    64 at d256, where O has buffers of its own, unlike 16-bit d256's; session 72): float8
+    MMAs only, within an H100's shared memory, no spills, MMAs not serialized, no write to a
+    register-A product's operand registers before its wait, and no shared or local stores in
+    the step loops (P as float16 pairs across the loop, as on three consumers: ``LATE_CVT``)."""
     r = _sass("--kernel", "gluon_fwd_fp8_persistent", "--headdim", str(head_dim),
               "--block-m", "128")
     assert r["kernel"] == "_attn_fwd_persistent" and r["dtype"] == "float8_e4m3fn"

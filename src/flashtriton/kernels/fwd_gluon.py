@@ -1,7 +1,8 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
 inputs, head dim 64, 128 or 256, causal or not, for sm_90; and float8_e4m3fn inputs in the
 one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dims 64, 128 and
-256) and, at head dims 64 and 128, the persistent one (``_attn_fwd_persistent``).
+256) and the persistent one (``_attn_fwd_persistent``; shipped at head dims 64 and 128 below
+4096 keys).
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
@@ -346,7 +347,7 @@ def _pers_producer(ring, queue, schedule, Q, K, V, seqlen_q, stride_qb, stride_q
                                             block_shape=[1, BLOCK_N, 1, HEAD_DIM],
                                             layout=v_smem.type.layout)
     kv_bytes: gl.constexpr = BLOCK_N * HEAD_DIM * k_smem.dtype.primitive_bitwidth // 8
-    O_IN_Q: gl.constexpr = HEAD_DIM == 256  # as _pers_consumer's
+    O_IN_Q: gl.constexpr = HEAD_DIM == 256 and not FP8  # as _pers_consumer's
     kv = 0  # K/V tiles issued so far: the rings' slots and phases run on across tiles
     local = 0
     lo, hi, stride = _table_range(table, total)
@@ -404,8 +405,9 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     BLOCK_M: gl.constexpr = q_smem.type.shape[2]
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
-    O_IN_Q: gl.constexpr = HEAD_DIM == 256  # o_smem is q_smem (_attn_fwd_persistent)
     dtype: gl.constexpr = Q.dtype.element_ty
+    # o_smem is q_smem (_attn_fwd_persistent)
+    O_IN_Q: gl.constexpr = HEAD_DIM == 256 and not dtype.is_fp8()
     FP8: gl.constexpr = dtype.is_fp8()
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -503,9 +505,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     (``order``: causal, longest first, in a snake); partitions as
     ``_attn_fwd_ws``, with the K/V rings' positions and the Q buffers handed on across tiles,
     so the next tile's loads run under the current one's last products and epilogue.
-    float8_e4m3fn inputs (head dims 64 and 128): V keys-minor (``_pers_producer``), O bfloat16
-    in buffers of its own, ``DESCALE`` the q, k, v descales (16-bit launches pass 0, never
-    read)."""
+    float8_e4m3fn inputs: V keys-minor (``_pers_producer``), O bfloat16 in buffers of its own
+    (d256 too), ``DESCALE`` the q, k, v descales (16-bit launches pass 0, never read)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     total = n_m * batch * nheads
@@ -527,7 +528,9 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                                                                    dtype)
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, BLOCK_M, 1, HEAD_DIM], q_layout)
     o_dtype: gl.constexpr = O.dtype.element_ty
-    if HEAD_DIM == 256:  # Q and the K/V rings fill the shared memory: O leaves through Q's buffer
+    if HEAD_DIM == 256 and not dtype.is_fp8():
+        # 16 bits: Q and the K/V rings fill the shared memory, and O leaves through Q's buffer
+        # (float8's Q and K/V take half the bytes: 96 KiB at two slots, O 64 KiB beside them)
         o_smem = q_smem
     else:
         o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_M, 1, HEAD_DIM],
@@ -647,7 +650,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     half a key tile (block_n = 2 · block_m / consumers: the d64 and d128 configs); head dims 64
     and 128 only.
     float8_e4m3fn q, k, v: ``descale`` the (q, k, v) descales, a float32 tensor of three on the
-    device, and o bfloat16; ``persistent`` at head dims 64 and 128 only, whole key tiles, row
+    device, and o bfloat16 (persistent at d256 too: O in buffers of its own), whole key tiles, row
     sums on the tensor cores with ``rowsum_mma`` (by default at the head dims in
     ``FP8_ROWSUM_MMA_HEAD_DIMS``: 64 and 128; not built at 256), else in float32. On the tensor
     cores they are of P as rounded to e4m3, the weights P·V gives V, so the lse is within
@@ -668,9 +671,6 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         if half_tail:
             raise ValueError("attn_fwd_gluon: float8 runs whole key tiles: half_tail is not "
                              "built for it")
-        if persistent and d == 256:
-            raise ValueError("attn_fwd_gluon: the persistent float8 forward is built for head "
-                             "dims 64 and 128 (at 256 O leaves through Q's buffers, in bfloat16)")
         if block_n % 32:
             raise ValueError(f"attn_fwd_gluon: float8 needs block_n a multiple of 32 (the "
                              f"products' key steps), got {block_n}")
