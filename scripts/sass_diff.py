@@ -8,9 +8,9 @@ kernel argument added ahead of others moves every later one), then compared line
 OLD_SRC / NEW_SRC: folders holding a ``flashtriton`` package (a tree's src/; NEW_SRC defaults
 to this tree's, e.g. ``scripts/branch_trees.sh trees main`` makes ``trees/main/src``). Cases
 (default: all): the persistent Gluon launches of the shipped configs, fwd-d64 (two consumers),
-fwd-d64-c3 (three), fwd-d128, fwd-d128-ws and fwd-d256-ws (the one-program-per-tile forward,
-d256's from 16k keys), bwd-d64, bwd-d128, bwd-d256 (its two kernels); ``--causal`` takes the
-causal configs instead.
+fwd-d64-c3 (three), fwd-d128, fwd-d256 (below 16k keys; O through Q's buffers), fwd-d128-ws
+and fwd-d256-ws (the one-program-per-tile forward, d256's from 16k keys), bwd-d64, bwd-d128,
+bwd-d256 (its two kernels); ``--causal`` takes the causal configs instead.
 Prints one line per compiled kernel (``same`` or how many lines differ); exits 1 if any
 differs. Used in session 37 to show that a launch without a greedy tile table compiles as it
 did before the tables (docs/perf-log.md).
@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ("fwd-d64", "fwd-d64-c3", "fwd-d128", "fwd-d128-ws", "fwd-d256-ws", "bwd-d64", "bwd-d128",
-         "bwd-d256")
+CASES = ("fwd-d64", "fwd-d64-c3", "fwd-d128", "fwd-d256", "fwd-d128-ws", "fwd-d256-ws", "bwd-d64",
+         "bwd-d128", "bwd-d256")
 _INSTRUCTION = re.compile(r"\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
 _CONSTANT = re.compile(r"c\[0x0\]\[0x[0-9a-f]+\]")
 
