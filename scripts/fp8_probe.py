@@ -4,10 +4,12 @@ tl kernel (its own copy included) and our bf16 forward, at the bench's 16k probl
 16384 tokens, heads·headdim 2048) for each head dim and mask, in interleaved rounds (each
 provider once a round; a row's time is the median of its rounds). Every output is checked
 first against SDPA on the same values in bf16 (relative error below 6e-2, as scripts/tune.py).
-``fp8_gluon_rowsum``: the kernel-only launch with the row sums on the tensor cores
-(``rowsum_mma``; head dims 64 and 128). ``fp8_gluon_three``: the kernel-only launch with three
-consumers (block_m 192, the row sums as the head dim's default; ``THREE``'s key tiles and ring
-slots: at d128 64-key tiles, since 128-key ones spill 1,596 bytes there; not at d256).
+``fp8_gluon_kernel``: the kernel-only launch of the shipped tiling (``gluon_fp8_config``'s
+long-sequence entry) with float32 row sums; ``fp8_gluon_rowsum``: the same with the row sums on
+the tensor cores (``rowsum_mma``, the shipped choice at head dims 64 and 128).
+``fp8_gluon_three``: the kernel-only launch with three consumers (block_m 192, the row sums as
+the head dim's default; ``THREE``'s key tiles and ring slots: at d128 64-key tiles, since
+128-key ones spill 1,596 bytes there; not at d256).
 ``fp8_gluon_two``: the kernel-only launch with two consumers (128 x 128, two slots, the row sums
 as the head dim's default; d256: its shipped 128 x 64), whatever the shipped config is;
 ``fp8_gluon_pers``: the same persistent (causal on the host's greedy tile table, as our bf16
@@ -88,17 +90,24 @@ def main(argv=None):
                                 gluon=True, pingpong=cfg.pingpong)
 
         two_cfg = TWO if d < 256 else cfg
+        # each kernel-only provider's (tiling, rowsum_mma, persistent)
+        gluon = {"fp8_gluon_kernel": (cfg, False, False),
+                 "fp8_gluon_rowsum": (cfg, True, False),
+                 "fp8_gluon_two": (two_cfg, None, False),
+                 "fp8_gluon_pers": (two_cfg, None, True)}
+        if d == 64:
+            gluon["fp8_gluon_pers3"] = (three_config(2), None, True)
+        if d in THREE:
+            gluon.update({f"fp8_gluon_three@s{n}": (three_config(n), None, False)
+                          for n in three_stages} if three_stages else
+                         {"fp8_gluon_three": (three_config(), None, False)})
 
-        def gluon_kernel_only(rowsum_mma=False, three=False, stages=None, two=False,
-                              persistent=False):
-            block_m, block_n, stages = (
-                (192, THREE[d][0], stages or THREE[d][1]) if three else
-                (two_cfg.block_m, two_cfg.block_n, two_cfg.num_stages) if two else
-                (cfg.block_m, cfg.block_n, cfg.num_stages))
+        def kernel_only(tiles, rowsum_mma, persistent):
             fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
             try:
-                return fwd_gluon.attn_fwd_gluon(q, k, v, params, block_m, block_n,
-                                                cfg.num_warps, stages, cfg.pingpong, persistent,
+                return fwd_gluon.attn_fwd_gluon(q, k, v, params, tiles.block_m, tiles.block_n,
+                                                tiles.num_warps, tiles.num_stages,
+                                                tiles.pingpong, persistent,
                                                 "greedy" if persistent and causal else None,
                                                 descale=descale, rowsum_mma=rowsum_mma)
             finally:
@@ -107,14 +116,7 @@ def main(argv=None):
         providers = {
             "v_copy": lambda: made(v),
             "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
-            "fp8_gluon_kernel": gluon_kernel_only,
-            "fp8_gluon_rowsum": lambda: gluon_kernel_only(rowsum_mma=True),
-            "fp8_gluon_two": lambda: gluon_kernel_only(rowsum_mma=None, two=True),
-            "fp8_gluon_pers": lambda: gluon_kernel_only(rowsum_mma=None, two=True,
-                                                        persistent=True),
-            "fp8_gluon_pers3": lambda: gluon_kernel_only(rowsum_mma=None, three=True,
-                                                         stages=2, persistent=True),
-            "fp8_gluon_three": lambda: gluon_kernel_only(rowsum_mma=None, three=True),
+            **{name: (lambda a=args: kernel_only(*a)) for name, args in gluon.items()},
             "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
                                        config=KernelConfig(**{**tl_cfg.__dict__,
                                                               "gluon": False})),
@@ -122,15 +124,6 @@ def main(argv=None):
         }
         if d == 256:
             del providers["fp8_gluon_rowsum"]
-        if d != 64:
-            del providers["fp8_gluon_pers3"]
-        if d not in THREE:
-            del providers["fp8_gluon_three"]
-        elif three_stages and "fp8_gluon_three" in providers:
-            del providers["fp8_gluon_three"]
-            for n in three_stages:
-                providers[f"fp8_gluon_three@s{n}"] = (
-                    lambda n=n: gluon_kernel_only(rowsum_mma=None, three=True, stages=n))
         if wanted:
             providers = {n: f for n, f in providers.items() if n.split("@")[0] in wanted}
         checked = {}
@@ -154,15 +147,9 @@ def main(argv=None):
                              rounds_ms=times.get(name),
                              tflops=None if ms is None or name == "v_copy"
                              else flop / ms / 1e9,
-                             config=(str(three_config(int(name.split("@s")[1])
-                                                      if "@s" in name else None))
-                                     if name.startswith("fp8_gluon_three") else
-                             str(two_cfg) if name == "fp8_gluon_two" else
-                             f"{two_cfg} persistent" if name == "fp8_gluon_pers" else
-                             f"{three_config(2)} persistent" if name == "fp8_gluon_pers3" else
-                             str(cfg))
-                             if name.startswith("fp8_gluon") else
-                             str(tl_cfg) if name == "fp8_tl" else None))
+                             config=(f"{gluon[name][0]}{' persistent' if gluon[name][2] else ''}"
+                                     if name in gluon else str(cfg) if name == "fp8_gluon" else
+                                     str(tl_cfg) if name == "fp8_tl" else None)))
         line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
             f" {r['tflops']:.1f}" if r['tflops'] else "") if r["ms"] else
             f"{r['provider']} WRONG {r['err']:.2e}" for r in rows[-len(checked):])
