@@ -258,11 +258,12 @@ _FWD_FP8 = {
 # two: 2026-12-07-s72-h100-fp8-three-d128.json).
 # Below FP8_PERSISTENT_BELOW keys, d64 and d128 run _FWD_GLUON_FP8_SHORT: two consumers,
 # persistent (causal on the greedy tile table, as our bf16 forward). Session 72 on an H100,
-# kernel only, two interleaved rounds (2026-12-07-s72-h100-fp8-persistent-2628af9.json; one
-# program per tile as the table above / persistent / our bf16): d64 1k 299.1 / 455.5 / 423.2,
-# causal 155.5 / 378.5 / 346.2; 2k 391.7 / 493.9 / 500.7, causal 255.6 / 462.3 / 420.4; d128
-# 1k 537.7 / 737.1 / 605.4, causal 345.6 / 562.2 / 465.3; 2k 677.8 / 809.2 / 623.9, causal
-# 500.4 / 705.6 / 580.0. One program per tile pays each tile's start (in-kernel descriptors,
+# kernel only, two interleaved rounds (2026-12-07-s72-h100-fp8-persistent-2628af9.json;
+# persistent / our bf16): d64 1k 455.5 / 423.2, causal 378.5 / 346.2; 2k 493.9 / 500.7, causal
+# 462.3 / 420.4; d128 1k 737.1 / 605.4, causal 562.2 / 465.3; 2k 809.2 / 623.9, causal 705.6 /
+# 580.0. One program per tile as shipped before, d64, kernel only, in an earlier call on another
+# H100 (2026-12-07-s72-h100-fp8-two-three-d64.json): 1k 330.5, causal 202.4; 2k 447.4, causal
+# 298.3. One program per tile pays each tile's start (in-kernel descriptors,
 # Q's load, the epilogue) with nothing to hide it: our bf16 forward run that way measured
 # 291.1 / 193.0 at d64 1k (causal second) against 420.7 / 314.2 persistent
 # (2026-12-07-s72-h100-persistence-probe.log). From 4096 keys the persistent float8 kernel was
