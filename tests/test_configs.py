@@ -107,45 +107,50 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
 
 
 def test_gluon_fp8_config_is_the_table():
-    """``gluon_fp8_config``: the shipped float8 Gluon entries (d64: three consumers, d128 and
-    d256: two; ping-pong, one program per tile), and a clear error at other head dims."""
+    """``gluon_fp8_config``: the shipped float8 Gluon entries, two consumers persistent (128 x
+    128, d256 128 x 64; two slots, ping-pong; causal on the greedy tile table) and one program
+    per tile (d64 three consumers, d256 two); a clear error at other head dims."""
     from flashtriton import configs
 
+    for (d, causal), cfg in configs._FWD_GLUON_FP8_PERSISTENT.items():
+        assert cfg.gluon and cfg.pingpong and cfg.persistent
+        assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 64 if d == 256 else 128, 2)
+        assert cfg.tile_order == ("greedy" if causal else None)
+    assert sorted(configs._FWD_GLUON_FP8_PERSISTENT) == sorted(configs.FP8_PERSISTENT_BELOW)
+    for (d, causal), cfg in configs._FWD_GLUON_FP8.items():
+        assert cfg.gluon and cfg.pingpong and not cfg.persistent
+        assert cfg.block_m == (192 if d == 64 else 128)  # (192 rows: three consumers)
+    for cfg in (*configs._FWD_GLUON_FP8.values(), *configs._FWD_GLUON_FP8_PERSISTENT.values()):
+        assert cfg.block_n % 32 == 0  # the launcher's float8 rule
     for causal in (False, True):
-        for d in (64, 128, 256):
-            cfg = configs.gluon_fp8_config(d, causal)
-            assert cfg is configs._FWD_GLUON_FP8[(d, causal)]
-            assert cfg.gluon and cfg.pingpong and not cfg.persistent
-            assert cfg.block_n % 32 == 0  # the launcher's float8 rule
-            assert cfg.block_m == (192 if d == 64 else 128)  # (192 rows: three consumers)
         with pytest.raises(ValueError, match="built for head dims"):
             configs.gluon_fp8_config(96, causal)
 
 
 def test_gluon_fp8_forward_is_persistent_below_the_threshold(compiled):
-    """float8: below FP8_PERSISTENT_BELOW keys (4096) d64 and d128 run two consumers persistent
-    (128 x 128, two slots; causal on the greedy tile table), from there the table's entry (d64
-    three consumers, d128 two, one program per tile); d256 its entry at every length; the
-    forward's selection (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's keys."""
+    """float8: below FP8_PERSISTENT_BELOW[(head_dim, causal)] keys (d64 8192, causal 16384;
+    d256 16384; d128 every length) the persistent entry, from there one program per tile (d64
+    three consumers, d256 two); a call of unknown length (``seqlen_k`` None) counts as long;
+    the forward's selection (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's
+    keys."""
     fp8 = torch.float8_e4m3fn
-    assert configs.FP8_PERSISTENT_BELOW == 4096
-    for d in (64, 128):
-        for causal in (False, True):
-            for seqlen_k in (1, 1000, 2048, 4095):
-                cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
-                assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 128, 2), seqlen_k
-                assert cfg.gluon and cfg.pingpong and cfg.persistent, seqlen_k
-                assert cfg.tile_order == ("greedy" if causal else None)
-                assert configs.gluon_fp8_config(d, causal, seqlen_k) is cfg
-            for seqlen_k in (4096, 16384, 65536):
-                cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
-                assert cfg is configs._FWD_GLUON_FP8[(d, causal)] and not cfg.persistent
-                assert cfg.block_m == (192 if d == 64 else 128), (d, seqlen_k)
-            assert configs.gluon_fp8_config(d, causal) is configs._FWD_GLUON_FP8[(d, causal)]
-    for causal in (False, True):
-        for seqlen_k in (1, 1024, 16384):
-            assert (configs.gluon_fwd_config(fp8, 256, causal, False, seqlen_k)
-                    is configs._FWD_GLUON_FP8[(256, causal)]), (causal, seqlen_k)
+    assert configs.FP8_PERSISTENT_BELOW == {(64, False): 8192, (64, True): 16384,
+                                            (128, False): None, (128, True): None,
+                                            (256, False): 16384, (256, True): 16384}
+    for (d, causal), below in configs.FP8_PERSISTENT_BELOW.items():
+        short = [1, 1000, 4096] + ([] if below is None else [below - 1])
+        long = [] if below is None else [below, 65536]
+        for seqlen_k in short:
+            cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
+            assert cfg is configs._FWD_GLUON_FP8_PERSISTENT[(d, causal)], (d, causal, seqlen_k)
+            assert configs.gluon_fp8_config(d, causal, seqlen_k) is cfg
+        for seqlen_k in long:
+            cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
+            assert cfg is configs._FWD_GLUON_FP8[(d, causal)], (d, causal, seqlen_k)
+            assert configs.gluon_fp8_config(d, causal, seqlen_k) is cfg
+        assert configs.gluon_fp8_config(d, causal) is (
+            configs._FWD_GLUON_FP8_PERSISTENT if below is None else configs._FWD_GLUON_FP8)[
+                (d, causal)]
     assert configs.gluon_fwd_config(fp8, 96, True, False, 1024) is None  # not built: tl kernel
 
 

@@ -241,7 +241,8 @@ _FWD_FP8 = {
     (256, True): KernelConfig(128, 128, 8, 2),
 }
 # float8_e4m3fn forward in Gluon (kernels/fwd_gluon.py, one program per tile; V copied keys-minor
-# by kernels/keys_minor.py): every head dim it builds, where it beats the tl kernel. d256:
+# by kernels/keys_minor.py): every head dim it builds, where it beats the tl kernel (d128 has
+# run persistent at every length since session 73: below). d256:
 # session 65 on an H100, 16k, TFLOP/s (2026-12-06-s65-tune-fwd-fp8-gluon-2.json and
 # -probe-2.json, the running max without slack as shipped): this entry 944.2 / 891.9 causal
 # (three slots 955.4 / 922.8) against the tl kernel's 881.0 / 851.1; interleaved, 941.8 / 900.7
@@ -256,45 +257,59 @@ _FWD_FP8 = {
 # / 575.0 / 563.4, causal 575.7 / 524.2 / 540.1. d128 keeps two (three spill 1,596 bytes with
 # 128-key tiles; with 64-key tiles, session 72, 864.8 / 867.9 and causal 805.0 / 847.5 against
 # two: 2026-12-07-s72-h100-fp8-three-d128.json).
-# Below FP8_PERSISTENT_BELOW keys, d64 and d128 run _FWD_GLUON_FP8_SHORT: two consumers,
-# persistent (causal on the greedy tile table, as our bf16 forward). Session 72 on an H100,
-# kernel only, two interleaved rounds (2026-12-07-s72-h100-fp8-persistent-2628af9.json;
-# persistent / our bf16): d64 1k 455.5 / 423.2, causal 378.5 / 346.2; 2k 493.9 / 500.7, causal
-# 462.3 / 420.4; d128 1k 737.1 / 605.4, causal 562.2 / 465.3; 2k 809.2 / 623.9, causal 705.6 /
-# 580.0. One program per tile as shipped before, d64, kernel only, in an earlier call on another
-# H100 (2026-12-07-s72-h100-fp8-two-three-d64.json): 1k 330.5, causal 202.4; 2k 447.4, causal
-# 298.3. One program per tile pays each tile's start (in-kernel descriptors,
-# Q's load, the epilogue) with nothing to hide it: our bf16 forward run that way measured
-# 291.1 / 193.0 at d64 1k (causal second) against 420.7 / 314.2 persistent
-# (2026-12-07-s72-h100-persistence-probe.log). From 4096 keys the persistent float8 kernel was
-# not timed (the call's time ran out), so the table above keeps those lengths.
-_FWD_GLUON_FP8 = {
+_FWD_GLUON_FP8 = {  # one program per tile, from FP8_PERSISTENT_BELOW keys
     (64, False): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
     (64, True): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
-    (128, False): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
-    (128, True): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True),
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
-
-
-FP8_PERSISTENT_BELOW = 4096  # keys
-_FWD_GLUON_FP8_SHORT = {(d, causal): KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True,
-                                                  persistent=True,
-                                                  tile_order="greedy" if causal else None)
-                        for d in (64, 128) for causal in (False, True)}
+# The persistent float8 forward (_FWD_GLUON_FP8_PERSISTENT: two consumers, one program per SM
+# walks the tiles, causal on the greedy tile table as our bf16 forward) runs below
+# FP8_PERSISTENT_BELOW[(head_dim, causal)] keys (None: at every length), _FWD_GLUON_FP8 from
+# there. Session 72 on an H100, kernel only, two interleaved rounds
+# (2026-12-07-s72-h100-fp8-persistent-2628af9.json; persistent / our bf16): d64 1k 455.5 /
+# 423.2, causal 378.5 / 346.2; 2k 493.9 / 500.7, causal 462.3 / 420.4; d128 1k 737.1 / 605.4,
+# causal 562.2 / 465.3; 2k 809.2 / 623.9, causal 705.6 / 580.0. One program per tile as shipped
+# then, d64, kernel only, in an earlier call on another H100
+# (2026-12-07-s72-h100-fp8-two-three-d64.json): 1k 330.5, causal 202.4; 2k 447.4, causal
+# 298.3. One program per tile pays each tile's start (in-kernel descriptors, Q's load, the
+# epilogue) with nothing to hide it: our bf16 forward run that way measured 291.1 / 193.0 at
+# d64 1k (causal second) against 420.7 / 314.2 persistent
+# (2026-12-07-s72-h100-persistence-probe.log). Session 73 on an H100, kernel only, two
+# interleaved rounds (2026-12-07-s73-h100-fp8-long.json, -fp8-d64-8k.json, -fp8-d256.json;
+# one program per tile as shipped / persistent / our bf16):
+#   d64   4k 521.8 / 531.8 / 523.3, causal 403.6 / 495.9 / 477.0;
+#         8k 575.4 / 553.6 / 565.1, causal 507.3 / 531.3 / 528.0;
+#        16k 607.7 / 567.5 / 566.3, causal 577.4 / 567.7 / 549.2;
+#   d128  4k 748.5 / 845.9 / 668.7, causal 646.5 / 772.3 / 642.9;
+#        16k 868.8 / 906.1 / 705.3, causal 836.4 / 885.9 / 698.1;
+#   d256  1k 667.8 / 815.7 / 602.4, causal 451.1 / 619.8 / 467.9;
+#         4k 873.3 / 934.8 / 713.1, causal 772.5 / 898.2 / 668.1;
+#        16k 1063.4 / 1042.7 / 794.2, causal 1012.2 / 1024.1 / 761.7.
+# So d64 switches at 8k without a mask and at 16k causal; d128 stays persistent (ahead at every
+# length measured, 1k to 16k); d256 switches at 16k (causal there is level, +1.2%, within two
+# rounds' spread, so it keeps one program per tile with the unmasked call).
+_FWD_GLUON_FP8_PERSISTENT = {
+    (d, causal): KernelConfig(128, 64 if d == 256 else 128, 4, 2, gluon=True, pingpong=True,
+                              persistent=True, tile_order="greedy" if causal else None)
+    for d in (64, 128, 256) for causal in (False, True)}
+FP8_PERSISTENT_BELOW = {(64, False): 8192, (64, True): 16384,  # keys; None: every length
+                        (128, False): None, (128, True): None,
+                        (256, False): 16384, (256, True): 16384}
 
 
 def gluon_fp8_config(head_dim: int, causal: bool, seqlen_k: int | None = None) -> KernelConfig:
-    """The Gluon float8 forward's config: ``_FWD_GLUON_FP8``'s, or with ``seqlen_k`` below
-    ``FP8_PERSISTENT_BELOW`` ``_FWD_GLUON_FP8_SHORT``'s where it has one (d64 and d128); a
-    ValueError at a head dim it is not built for."""
+    """The Gluon float8 forward's config for ``seqlen_k`` keys (None: a long call, 16k and up):
+    ``_FWD_GLUON_FP8_PERSISTENT``'s below ``FP8_PERSISTENT_BELOW[(head_dim, causal)]`` keys
+    (at every length where that is None), else ``_FWD_GLUON_FP8``'s; a ValueError at a head dim
+    it is not built for."""
     key = (head_dim, bool(causal))
-    if key not in _FWD_GLUON_FP8:
+    if key not in _FWD_GLUON_FP8_PERSISTENT:
         raise ValueError(f"gluon_fp8_config: the Gluon float8 forward is built for head dims "
-                         f"{sorted({d for d, _ in _FWD_GLUON_FP8})}, not {head_dim}")
-    if seqlen_k is not None and seqlen_k < FP8_PERSISTENT_BELOW and key in _FWD_GLUON_FP8_SHORT:
-        return _FWD_GLUON_FP8_SHORT[key]
+                         f"{sorted({d for d, _ in _FWD_GLUON_FP8_PERSISTENT})}, not {head_dim}")
+    below = FP8_PERSISTENT_BELOW[key]
+    if below is None or (seqlen_k is not None and seqlen_k < below):
+        return _FWD_GLUON_FP8_PERSISTENT[key]
     return _FWD_GLUON_FP8[key]
 
 
@@ -548,12 +563,12 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     program per tile from LONG_FWD_FROM keys;
     where ``_FWD_GLUON_THREE`` has an entry (d64), that entry from
     THREE_CONSUMERS_FWD_FROM[causal] keys. float8_e4m3fn inputs: ``gluon_fp8_config``'s at
-    the head dims ``_FWD_GLUON_FP8`` has. The launcher still checks that the call is one the
+    the head dims it builds (64, 128, 256). The launcher still checks that the call is one the
     kernel covers."""
     if dropout:
         return None
     if dtype == torch.float8_e4m3fn:
-        if is_interpreting() or (head_dim, bool(causal)) not in _FWD_GLUON_FP8:
+        if is_interpreting() or (head_dim, bool(causal)) not in _FWD_GLUON_FP8_PERSISTENT:
             return None
         return gluon_fp8_config(head_dim, causal, seqlen_k)
     cfg = _gluon_config(_FWD_GLUON if seqlen_k < LONG_FWD_FROM else _FWD_GLUON_LONG, dtype,
