@@ -179,3 +179,21 @@ def test_greedy_group_reads_the_tile_order(order, want):
 def test_greedy_group_refuses_malformed_orders(order):
     with pytest.raises(ValueError, match="greedyN"):
         schedule.greedy_group(order)
+
+
+def test_row_block_table_is_made_once_per_launch_shape():
+    """``row_block_table``: the greedy table of ``causal_tile_costs``' tiles, the same tensor
+    for a launch shape seen before (no host work on a call without a plan), a fresh one for
+    another shape."""
+    import torch
+
+    sq, rows, heads = 1000, 128, 37
+    lead = -(-sq // rows) * rows - sq  # 24: the partial block first, as the forward's
+    first = schedule.row_block_table(sq, sq, 0, rows, 128, heads, 132, 4, "cpu", lead)
+    costs = tuple(float(c) for c in schedule.causal_tile_costs(sq, sq, 0, rows, 128, lead=lead))
+    want = schedule.greedy_table(costs, heads, 132, 4)[0]
+    assert first.dtype == torch.int32 and np.array_equal(first.numpy(), want)
+    assert schedule.row_block_table(sq, sq, 0, rows, 128, heads, 132, 4, "cpu", lead) is first
+    other = schedule.row_block_table(sq, sq, 0, rows, 128, heads, 100, 4, "cpu", lead)
+    assert np.array_equal(other.numpy(), schedule.greedy_table(costs, heads, 100, 4)[0])
+    assert other.shape != first.shape  # (100 + 1 starts, not 133)
