@@ -288,7 +288,9 @@ _FWD_GLUON_FP8 = {  # one program per tile, from FP8_PERSISTENT_BELOW keys
 #        16k 1063.4 / 1042.7 / 794.2, causal 1012.2 / 1024.1 / 761.7.
 # So d64 switches at 8k without a mask and at 16k causal; d128 stays persistent (ahead at every
 # length measured, 1k to 16k); d256 switches at 16k (causal there is level, +1.2%, within two
-# rounds' spread, so it keeps one program per tile with the unmasked call).
+# rounds' spread, so it keeps one program per tile with the unmasked call). These are kernel
+# timings: the public float8 call at 1k keys causal is bound by the host, not the kernel
+# (136-219 TFLOP/s in the bench, no call plan for float8: docs/perf-log.md, session 73).
 _FWD_GLUON_FP8_PERSISTENT = {
     (d, causal): KernelConfig(128, 64 if d == 256 else 128, 4, 2, gluon=True, pingpong=True,
                               persistent=True, tile_order="greedy" if causal else None)
