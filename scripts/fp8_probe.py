@@ -4,8 +4,10 @@ tl kernel (its own copy included) and our bf16 forward, at the bench's 16k probl
 16384 tokens, heads·headdim 2048) for each head dim and mask, in interleaved rounds (each
 provider once a round; a row's time is the median of its rounds). Every output is checked
 first against SDPA on the same values in bf16 (relative error below 6e-2, as scripts/tune.py).
-``fp8_gluon_kernel``: the kernel-only launch of the shipped tiling (``gluon_fp8_config``'s
-long-sequence entry) with float32 row sums; ``fp8_gluon_rowsum``: the same with the row sums on
+``fp8_gluon``: the public launcher with the config a call of that length runs
+(``gluon_fp8_config``). ``fp8_gluon_kernel``: the kernel-only launch, one program per tile, on
+the tiling of ``gluon_fp8_config``'s long-call entry (at d128, persistent since session 73, the
+same 128 x 128 tiling), with float32 row sums; ``fp8_gluon_rowsum``: the same with the row sums on
 the tensor cores (``rowsum_mma``, the shipped choice at head dims 64 and 128).
 ``fp8_gluon_three``: the kernel-only launch with three consumers (block_m 192, the row sums as
 the head dim's default; ``THREE``'s key tiles and ring slots: at d128 64-key tiles, since
@@ -81,6 +83,7 @@ def main(argv=None):
         params = make_params(d, causal=causal)
         descale = torch.ones(3, device="cuda")
         cfg = gluon_fp8_config(d, causal)
+        call_cfg = gluon_fp8_config(d, causal, s)  # what a call of s keys runs (fp8_gluon)
         tl_cfg = tuned_fwd_config(fp8, d, causal)
         copy = fwd_gluon.fp8_keys_minor(v)
         made = fwd_gluon.fp8_keys_minor
@@ -115,7 +118,7 @@ def main(argv=None):
 
         providers = {
             "v_copy": lambda: made(v),
-            "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=cfg),
+            "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=call_cfg),
             **{name: (lambda a=args: kernel_only(*a)) for name, args in gluon.items()},
             "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,
                                        config=KernelConfig(**{**tl_cfg.__dict__,
@@ -148,7 +151,7 @@ def main(argv=None):
                              tflops=None if ms is None or name == "v_copy"
                              else flop / ms / 1e9,
                              config=(f"{gluon[name][0]}{' persistent' if gluon[name][2] else ''}"
-                                     if name in gluon else str(cfg) if name == "fp8_gluon" else
+                                     if name in gluon else str(call_cfg) if name == "fp8_gluon" else
                                      str(tl_cfg) if name == "fp8_tl" else None)))
         line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (
             f" {r['tflops']:.1f}" if r['tflops'] else "") if r["ms"] else

@@ -222,9 +222,10 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
     the wait's dependencies, fwd_gluon_tile._retire_pv, so no instruction may write them
     between a product and its wait: ``sass_flow.register_operand_writes``), and P reaching
     its product without passing through shared memory (the relabelling of _fp8_operand: a
-    layout conversion that moved values between threads would go through it). No spills at d128. P's conversion at
-    the product leaves 16 bytes of spill at d256 (session 66): two output addresses stored once
-    before a consumer's loop and loaded once after it, none in the loops. d64 runs three
+    layout conversion that moved values between threads would go through it). No spills at
+    d128. P's conversion at the product leaves 16 bytes of spill at d256 (session 66): two
+    output addresses stored once before a consumer's loop and loaded once after it, none in
+    the loops. d64 runs three
     consumers of 160 registers a thread, P carried across the step loop as float16 pairs
     (``fwd_gluon_tile._to_operand``'s ``HALF``): 144 bytes of spill, 3 local loads and 3
     stores a step (with P in float32, session 70: 3,120 bytes, 44 loads and 74 stores)."""
@@ -244,6 +245,7 @@ def test_gluon_float8_forward_entry_compiles(head_dim):
         assert sum(loop["opcodes"].values()) == loop["instructions"], loop
         assert loop["opcodes"]["QGMMA"] == loop["mma"], loop
 
+
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_gluon_float8_persistent_forward_compiles(head_dim):
     """The persistent Gluon forward on float8 inputs (two consumers of 64 rows; 128-key tiles,
@@ -251,8 +253,7 @@ def test_gluon_float8_persistent_forward_compiles(head_dim):
     MMAs only, within an H100's shared memory, no spills, MMAs not serialized, no write to a
     register-A product's operand registers before its wait, and no shared or local stores in
     the step loops (P as float16 pairs across the loop, as on three consumers: ``LATE_CVT``)."""
-    r = _sass("--kernel", "gluon_fwd_fp8_persistent", "--headdim", str(head_dim),
-              "--block-m", "128")
+    r = _sass("--kernel", "gluon_fwd_fp8_persistent", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_fwd_persistent" and r["dtype"] == "float8_e4m3fn"
     assert r["constexprs"]["CONSUMERS"] == 2
     assert r["instructions"]["QGMMA"] > 0 and r["instructions"]["HGMMA"] == 0
@@ -263,7 +264,6 @@ def test_gluon_float8_persistent_forward_compiles(head_dim):
     for loop in r["mma_loops"]:
         assert loop["shared_stores"] == loop["local_stores"] == loop["local_loads"] == 0, loop
         assert loop["opcodes"]["QGMMA"] == loop["mma"], loop
-
 
 
 def test_cli_lists_each_loops_opcodes():

@@ -121,15 +121,16 @@ def _gluon_fwd(persistent: bool):
 
 def _gluon_fwd_fp8(persistent: bool):
     def launch(shape: Shape):
-        """The Gluon forward on float8_e4m3fn inputs, its config from
-        ``configs.gluon_fp8_config`` (its long-sequence entry), one program per tile or
-        ``persistent``."""
+        """The Gluon forward on float8_e4m3fn inputs, one program per tile (its config
+        ``configs.gluon_fp8_config``'s for a long call) or ``persistent`` (the persistent
+        entry, a short call's)."""
         import torch
 
         from flashtriton.configs import gluon_fp8_config, make_params
         from flashtriton.kernels import fwd_gluon
 
-        cfg = shape.config or gluon_fp8_config(shape.head_dim, shape.causal)
+        cfg = shape.config or gluon_fp8_config(shape.head_dim, shape.causal,
+                                               1 if persistent else None)
         fwd_gluon.attn_fwd_gluon(*_qkv(shape.dtype, shape.head_dim),
                                  make_params(shape.head_dim, causal=shape.causal),
                                  shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,

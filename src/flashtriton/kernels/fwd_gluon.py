@@ -1,8 +1,8 @@
 """The forward on Hopper in Gluon: the plain path (no softcap, ALiBi, mask or dropout), 16-bit
 inputs, head dim 64, 128 or 256, causal or not, for sm_90; and float8_e4m3fn inputs in the
 one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dims 64, 128 and
-256) and the persistent one (``_attn_fwd_persistent``; shipped at head dims 64 and 128 below
-4096 keys).
+256) and the persistent one (``_attn_fwd_persistent``; which of the two a call runs:
+``configs.FP8_PERSISTENT_BELOW``).
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
@@ -406,9 +406,8 @@ def _pers_consumer(ring, queue, schedule, args, WG: gl.constexpr):
     HEAD_DIM: gl.constexpr = q_smem.type.shape[4]
     BLOCK_N: gl.constexpr = k_smem.type.shape[2]
     dtype: gl.constexpr = Q.dtype.element_ty
-    # o_smem is q_smem (_attn_fwd_persistent)
-    O_IN_Q: gl.constexpr = HEAD_DIM == 256 and not dtype.is_fp8()
     FP8: gl.constexpr = dtype.is_fp8()
+    O_IN_Q: gl.constexpr = HEAD_DIM == 256 and not FP8  # o_smem is q_smem (_attn_fwd_persistent)
     WARPS: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1],
