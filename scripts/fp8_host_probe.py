@@ -4,11 +4,12 @@ call's config, V's keys-minor copy included), and our bf16 call, at the bench's 
 (batch·seqlen 16384 tokens, heads·headdim 2048). Each row: do_bench's median (GPU time per
 call) and the host's time per call (50 calls without a synchronize: what Python and the
 launches cost the CPU). Where the host time reaches the GPU time, the call is host-bound: the
-GPU waits for the next launch. Inputs: ``bench`` quantized per tensor as the bench does
+GPU waits for the next launch. ``--compare-plans`` adds the public calls with the call plans off
+(kernels/common.py). Inputs: ``bench`` quantized per tensor as the bench does
 (amax/448 descales), ``randn`` cast to float8 with descales of 1.
 
     PYTHONPATH=src python scripts/fp8_host_probe.py --out host.json --headdims 64,128,256 \
-        --seqlen 1024 --causal both
+        --seqlen 1024 --causal both [--compare-plans]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from triton.testing import do_bench
 import flashtriton
 from flashtriton.bench.feature_providers import quantize_float8
 from flashtriton.configs import gluon_fp8_config, make_params
-from flashtriton.kernels import fwd_gluon
+from flashtriton.kernels import common, fwd_gluon
 
 FP8 = torch.float8_e4m3fn
 HOST_CALLS = 50
@@ -41,8 +42,9 @@ def host_us(fn) -> float:
     return us
 
 
-def cases(d: int, seqlen: int, causal: bool) -> dict:
-    """The calls timed at one (head dim, length, mask): name -> a function of no arguments."""
+def cases(d: int, seqlen: int, causal: bool, compare_plans: bool = False) -> dict:
+    """The calls timed at one (head dim, length, mask): name -> a function of no arguments;
+    ``compare_plans``: the public calls with the call plans off too (``*_no_plan``)."""
     batch, heads = 16384 // seqlen, 2048 // d
     x = [torch.randn(batch, seqlen, heads, d, device="cuda", dtype=torch.bfloat16)
          for _ in range(3)]
@@ -64,10 +66,23 @@ def cases(d: int, seqlen: int, causal: bool) -> dict:
             *qkv, params, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.pingpong,
             cfg.persistent, cfg.tile_order, descale=descale)
 
-    return cfg, {"public_bench": public(bench, descales), "public_ones": public(bench, ones),
-                 "public_randn": public(randn, ones), "direct_bench": direct(bench, descales),
-                 "direct_randn": direct(randn, ones),
-                 "bf16": lambda: flashtriton.flash_attn_func(*x, causal=causal)}
+    def no_plans(fn):  # the call with the call plans turned off (kernels/common.py)
+        def call():
+            common.PLANS["enabled"] = False
+            try:
+                return fn()
+            finally:
+                common.PLANS["enabled"] = True
+        return call
+
+    calls = {"public_bench": public(bench, descales), "public_ones": public(bench, ones),
+             "public_randn": public(randn, ones), "direct_bench": direct(bench, descales),
+             "direct_randn": direct(randn, ones),
+             "bf16": lambda: flashtriton.flash_attn_func(*x, causal=causal)}
+    if compare_plans:
+        calls["public_bench_no_plan"] = no_plans(calls["public_bench"])
+        calls["bf16_no_plan"] = no_plans(calls["bf16"])
+    return cfg, calls
 
 
 def main(argv=None):
@@ -77,13 +92,15 @@ def main(argv=None):
     ap.add_argument("--seqlen", default="1024", help="comma-separated key lengths")
     ap.add_argument("--causal", choices=("no", "yes", "both"), default="both")
     ap.add_argument("--rep-ms", type=int, default=300)
+    ap.add_argument("--compare-plans", action="store_true",
+                    help="also time the public calls with the call plans turned off")
     args = ap.parse_args(argv)
     masks = {"no": (False,), "yes": (True,), "both": (False, True)}[args.causal]
     rows = []
     for d in (int(x) for x in args.headdims.split(",")):
         for seqlen in (int(x) for x in args.seqlen.split(",")):
             for causal in masks:
-                cfg, calls = cases(d, seqlen, causal)
+                cfg, calls = cases(d, seqlen, causal, args.compare_plans)
                 flops = 4 * 16384 * seqlen * 2048 / (2 if causal else 1)
                 line = []
                 for name, fn in calls.items():

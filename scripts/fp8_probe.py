@@ -85,7 +85,7 @@ def main(argv=None):
         cfg = gluon_fp8_config(d, causal)
         call_cfg = gluon_fp8_config(d, causal, s)  # what a call of s keys runs (fp8_gluon)
         tl_cfg = tuned_fwd_config(fp8, d, causal)
-        copy = fwd_gluon.fp8_keys_minor(v)
+        copy = fwd_gluon.fp8_keys_minor(v)[0]
         made = fwd_gluon.fp8_keys_minor
 
         def three_config(stages=None):
@@ -106,7 +106,7 @@ def main(argv=None):
                          {"fp8_gluon_three": (three_config(), None, False)})
 
         def kernel_only(tiles, rowsum_mma, persistent):
-            fwd_gluon.fp8_keys_minor = lambda _v: copy  # the copy made beforehand
+            fwd_gluon.fp8_keys_minor = lambda _v: (copy, None)  # the copy made beforehand
             try:
                 return fwd_gluon.attn_fwd_gluon(q, k, v, params, tiles.block_m, tiles.block_n,
                                                 tiles.num_warps, tiles.num_stages,

@@ -58,11 +58,12 @@ def torch_fp8_attention(q, k, v, causal):
     return out.to(torch.bfloat16)
 
 
-def quantized_inputs(b, sq, sk, h, hk, d):
-    """Fresh q, k, v quantized per tensor: ((q8, k8, v8), (qd, kd, vd), float64 dequantized)."""
-    q = randn(b, sq, h, d, dtype=torch.float32)
-    k = randn(b, sk, hk, d, dtype=torch.float32, scale=2.0)
-    v = randn(b, sk, hk, d, dtype=torch.float32)
+def quantized_inputs(b, sq, sk, h, hk, d, scale=1.0):
+    """Fresh q, k, v (``scale`` times normal draws) quantized per tensor: ((q8, k8, v8),
+    (qd, kd, vd), float64 dequantized)."""
+    q = randn(b, sq, h, d, dtype=torch.float32, scale=scale)
+    k = randn(b, sk, hk, d, dtype=torch.float32, scale=2.0 * scale)
+    v = randn(b, sk, hk, d, dtype=torch.float32, scale=scale)
     (q8, qd), (k8, kd), (v8, vd) = quantize(q), quantize(k), quantize(v)
     deq = [x.to(torch.float64) * s.to(torch.float64) for x, s in ((q8, qd), (k8, kd), (v8, vd))]
     return (q8, k8, v8), (qd, kd, vd), deq
@@ -233,6 +234,48 @@ def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
             assert persistent == (seqlen < 8192), (d, causal, seqlen)
             assert block_m == (192 if d == 64 and seqlen >= 8192 else 128), (d, causal, seqlen)
         check_fp8(out, lse, deq, causal, extra=rowsum_extra(d) if expect_gluon else 0.0)
+
+
+@gluon_only
+@pytest.mark.parametrize("d,causal", [(64, True), (128, False), (256, True)])
+def test_public_fp8_calls_replay_their_plan(monkeypatch, d, causal):
+    """A plain float8 call stores a call plan (V's copy, then the kernel; common.py); the next
+    calls with fresh data and other descales, the default descales of 1 among them, take it
+    (no new plan, no new launch-cache entry) and stay right; a bfloat16 call of the same shape
+    gets a plan of its own."""
+    import flashtriton.kernels.fwd as fwd
+    from flashtriton.kernels import common
+
+    common.clear_launch_caches()
+    replays = []
+    real = fwd.run_fwd_plan
+
+    def spy(*args):
+        replays.append(args[-1])  # the descales passed on
+        return real(*args)
+
+    monkeypatch.setattr(fwd, "run_fwd_plan", spy)
+    b, sq, sk, h, hk = 2, 333, 301, 4, 2
+    for i, scale in enumerate((1.0, 0.25, 3.0, None)):
+        (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(b, sq, sk, h, hk, d, scale or 1.0)
+        if scale is None:  # no descales given: each is 1
+            deq = [x.to(torch.float64) for x in (q8, k8, v8)]
+            out, lse, _ = flash_attn_func(q8, k8, v8, causal=causal, return_attn_probs=True)
+        else:
+            out, lse, _ = flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd,
+                                          k_descale=kd, v_descale=vd, return_attn_probs=True)
+        check_fp8(out, lse, deq, causal, extra=rowsum_extra(d))
+        assert len(common._PLANS) == 1, list(common._PLANS)
+        if i == 0:
+            compiled = len(common._COMPILED)
+            assert not replays
+        else:
+            assert len(replays) == i and len(common._COMPILED) == compiled
+            want = torch.ones(3, device=DEVICE) if scale is None else torch.cat([qd, kd, vd])
+            assert torch.equal(replays[-1], want), "the call's descales were not passed on"
+    flash_attn_func(*(randn(b, s, n, d, dtype=torch.bfloat16)
+                      for s, n in ((sq, h), (sk, hk), (sk, hk))), causal=causal)
+    assert len(common._PLANS) == 2 and len(replays) == 3
 
 
 @gluon_only

@@ -57,8 +57,9 @@ def test_plan_key_separates_what_the_recorded_arguments_depend_on():
 
 
 def test_may_plan_spares_calls_that_cannot_have_a_plan(monkeypatch):
-    """Only 16-bit calls on sm_90 without dropout or softcap, with plans enabled, compute a plan
-    key (the Gluon kernels' calls); here the device is made to look like an sm_90 GPU."""
+    """Only 16-bit and float8_e4m3fn calls on sm_90 without dropout or softcap, with plans
+    enabled, compute a plan key (the Gluon kernels' calls); here the device is made to look like
+    an sm_90 GPU."""
     from flashtriton.configs import make_params
 
     monkeypatch.setattr(common, "cuda_major", lambda device: 9)
@@ -66,7 +67,9 @@ def test_may_plan_spares_calls_that_cannot_have_a_plan(monkeypatch):
     q = torch.empty(1, 8, 2, 64, dtype=BF16)
     plain = make_params(64, causal=True)
     assert common.may_plan(q, plain) and common.may_plan(q.half(), plain)
+    assert common.may_plan(q.to(torch.float8_e4m3fn), plain)
     assert not common.may_plan(q.float(), plain)
+    assert not common.may_plan(q.to(torch.float8_e5m2), plain)
     assert not common.may_plan(q, make_params(64, dropout_p=0.1))
     assert not common.may_plan(q, make_params(64, softcap=5.0))
     monkeypatch.setattr(common, "cuda_major", lambda device: 8)
@@ -228,8 +231,8 @@ def test_d256_calls_replay_their_plan(causal):
         return randn(b, sq, h, d, dtype=BF16), *(randn(b, sk, hk, d, dtype=BF16) for _ in range(2))
     _check(causal, 0.0, *inputs())
     assert len(common._PLANS) == 2, list(common._PLANS)  # forward and backward
-    # the forward's plan: one launch (5 items); the backward's: δ, dK/dV and dQ (9)
-    assert sorted(len(plan) for plan in common._PLANS.values()) == [5, 9], \
+    # the forward's plan: one launch (6 items, no V copy); the backward's: δ, dK/dV and dQ (9)
+    assert sorted(len(plan) for plan in common._PLANS.values()) == [6, 9], \
         "the backward's plan does not hold its two kernels' launches"
     n = len(common._COMPILED)
     for _ in range(2):

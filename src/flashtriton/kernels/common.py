@@ -162,18 +162,22 @@ def grid3(grid: tuple) -> tuple:
 # everything the recorded arguments were derived from (``tensor_key``: shapes, strides, dtypes,
 # 16-byte alignment; plus the options and the current device) allocate their outputs and
 # launch, skipping the configuration lookup, the eligibility checks, the argument lists and the
-# launch keys. ``PLANS["enabled"] = False`` turns them off (``scripts/host_probe.py
-# --compare-plans`` measures the difference).
+# launch keys. A float8 forward's plan also holds the launch of V's keys-minor copy, and takes
+# each call's descales (keyed as one of the call's tensors). ``PLANS["enabled"] = False`` turns
+# them off (``scripts/host_probe.py --compare-plans`` and ``scripts/fp8_host_probe.py
+# --compare-plans`` measure the difference).
 _PLANS: dict = {}
 PLANS = {"enabled": True}
+_PLAN_DTYPES = (torch.float16, torch.bfloat16, torch.float8_e4m3fn)
 
 
 def may_plan(q, params) -> bool:
     """Can this call have a plan at all? Plans are stored for the Gluon kernels only (16-bit
-    inputs on sm_90, no dropout or softcap: ``gluon_eligible``) and while ``PLANS`` is enabled.
-    Every other call (another GPU, float32, float8, dropout, ...) is spared ``plan_key``, about
-    10 µs of host time that could never find a plan."""
-    return (PLANS["enabled"] and q.dtype in (torch.float16, torch.bfloat16)
+    and float8_e4m3fn inputs on sm_90, no dropout or softcap: ``gluon_eligible``; float8 is a
+    forward only) and while ``PLANS`` is enabled. Every other call (another GPU, float32,
+    dropout, ...) is spared ``plan_key``, about 10 µs of host time that could never find a
+    plan."""
+    return (PLANS["enabled"] and q.dtype in _PLAN_DTYPES
             and params.dropout_p == 0 and params.softcap == 0 and not is_interpreting()
             and cuda_major(q.device) == 9)
 

@@ -231,12 +231,14 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
     (q, k, v descales) on q's device, and o is bfloat16."""
     key = None
     if (config is None and attn_mask is None and alibi_slopes is None and cu_seqlens_q is None
-            and descale is None and run_fwd_plan is not None and may_plan(q, params)):
-        # a plain dense call: the plan stored by the first call like it, if any (common.py)
-        key = plan_key(params, q, k, v)
+            and run_fwd_plan is not None and may_plan(q, params)):
+        # a plain dense call: the plan stored by the first call like it, if any (common.py;
+        # float8 calls key their descales' tensor too, whose pointer the plan's launch takes)
+        key = (plan_key(params, q, k, v) if descale is None
+               else plan_key(params, q, k, v, descale))
         plan = find_plan(key)
         if plan is not None:
-            return run_fwd_plan(plan, q, k, v, key[1])
+            return run_fwd_plan(plan, q, k, v, key[1], descale)
     out_dtype = torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype
     varlen = cu_seqlens_q is not None
     head_dim = max(q.shape[-1], v.shape[-1])

@@ -39,7 +39,7 @@ from flashtriton.kernels.common import (cdiv, cuda_major, ensure_allocator, grid
                                         is_interpreting, launch, num_sms, store_plan, tma_ready)
 # one consumer's online softmax over a tile of work, in its own file
 from flashtriton.kernels.fwd_gluon_tile import _attend_tile, _normalize, _ones_tile, _turn
-from flashtriton.kernels.keys_minor import keys_minor
+from flashtriton.kernels.keys_minor import keys_minor_recorded, replay_keys_minor
 # the persistent kernels' walk over their tiles (shared with the backward), in its own file
 from flashtriton.kernels.tile_walk import (_divide, _pers_tile, _table_range, _table_tile,
                                              fast_divisor)
@@ -587,8 +587,9 @@ def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bo
 
 def fp8_keys_minor(v):
     """float8 V (B, Sk, Hk, D) copied keys-minor for the Gluon forward: (B, Hk, D, Sk padded to
-    32, zeros past Sk), each 32 keys in ``keys_minor.ORDER`` (one Triton kernel, one pass)."""
-    return keys_minor(v, 32, group_order=True)
+    32, zeros past Sk), each 32 keys in ``keys_minor.ORDER`` (one Triton kernel, one pass).
+    Returns ``(copy, record)``: the record, for a call plan, as ``keys_minor_recorded``'s."""
+    return keys_minor_recorded(v, 32, group_order=True)
 
 
 # Below this many keys a causal call's persistent forward takes one softmax path (see below).
@@ -709,8 +710,9 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     shift = params.shift_extra + (seqlen_k - seqlen_q if params.bottom_right else 0)
     # the consumers and a producer warpgroup share the SM's 64K registers
     maxnreg = (65536 // ((consumers * num_warps + 4) * 32)) // 8 * 8
+    copy = None
     if fp8:  # the kernel's stride_vn: between the copy's head-dim rows
-        v = fp8_keys_minor(v)
+        v, copy = fp8_keys_minor(v)
         v_strides = (v.stride(0), v.stride(2), v.stride(1))
     else:
         v_strides = v.stride()[:3]
@@ -748,16 +750,25 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
         rest = (*strides, nheads, nheads // nheads_k, seqlen_q, seqlen_k, shift,
                 params.softmax_scale * LOG2E, 0 if descale is None else descale)
     entry = launch(kernel, grid, q, k, v, o, lse, *rest, **meta)
-    if plan_key is not None and entry is not None:
-        store_plan(plan_key, (entry, grid3(grid), o.shape, lse.shape, rest))
+    if plan_key is not None and entry is not None and (copy is not None or not fp8):
+        # float8: the plan makes V's copy and takes the call's descales (rest's last argument)
+        store_plan(plan_key, (entry, grid3(grid), o.shape, lse.shape,
+                              rest[:-1] if fp8 else rest, copy))
     return o, lse
 
 
-def run_fwd_plan(plan, q, k, v, device: int):
-    """A call with a stored plan (see ``common.store_plan``): fresh o and lse, one launch."""
-    entry, grid, o_shape, lse_shape, rest = plan
+def run_fwd_plan(plan, q, k, v, device: int, descale=None):
+    """A call with a stored plan (see ``common.store_plan``): fresh o and lse, one launch;
+    float8 (the plan holds V's copy): the copy's launch first, ``descale`` (this call's
+    descales) passed on, o bfloat16."""
+    entry, grid, o_shape, lse_shape, rest, copy = plan
     ensure_allocator()
-    o = _empty(o_shape, dtype=q.dtype, device=q.device)
+    if copy is None:
+        o = _empty(o_shape, dtype=q.dtype, device=q.device)
+    else:
+        v = replay_keys_minor(copy, v, device)
+        rest = (*rest, descale)
+        o = _empty(o_shape, dtype=torch.bfloat16, device=q.device)
     lse = _empty(lse_shape, dtype=torch.float32, device=q.device)
     entry(grid, (q, k, v, o, lse, *rest), device)
     return o, lse

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from flashtriton.kernels.common import cdiv, launch
+from flashtriton.kernels.common import cdiv, grid3, launch
 
 # the key each position of a 32-key group holds in the Gluon forward's copy: position
 # [h][t][a][e] (bits 4, 3-2, 1, 0) holds key [h][a][t][e]
@@ -46,6 +46,13 @@ def keys_minor(v: torch.Tensor, pad_to: int, group_order: bool = False) -> torch
     """V (B, Sk, Hk, D), last dim contiguous, copied to (B, Hk, D, Sk padded to a multiple of
     ``pad_to``), zeros past Sk; with ``group_order`` each 32 positions hold keys in ``ORDER``
     (``pad_to`` must then be a multiple of 32)."""
+    return keys_minor_recorded(v, pad_to, group_order)[0]
+
+
+def keys_minor_recorded(v: torch.Tensor, pad_to: int, group_order: bool = False):
+    """``keys_minor``, and what a call plan keeps to make the same copy of another V of this
+    layout (``replay_keys_minor``): ``(vt, record)``, record None where the launch took
+    Triton's own path (``common.launch``)."""
     if group_order and pad_to % 32:
         raise ValueError(f"keys_minor: group_order needs pad_to a multiple of 32, got {pad_to}")
     if v.stride(-1) != 1:
@@ -55,10 +62,23 @@ def keys_minor(v: torch.Tensor, pad_to: int, group_order: bool = False) -> torch
     vt = torch.empty((batch, nheads_k, d, padded), dtype=v.dtype, device=v.device)
     block_k = 64
     grid = (cdiv(padded, block_k), batch * nheads_k)
-    # (8-bit values moved as bytes: the kernel only copies them)
-    src, dst = (v.view(torch.uint8), vt.view(torch.uint8)) if v.element_size() == 1 else (v, vt)
-    launch(_keys_minor, grid, src, dst,
-           v.stride(0), v.stride(1), v.stride(2), vt.stride(0), vt.stride(1), vt.stride(2),
-           nheads_k, seqlen_k, padded, D=d, BLOCK_D=triton.next_power_of_2(d),
-           BLOCK_K=block_k, GROUP_ORDER=group_order, num_warps=4)
+    tail = (v.stride(0), v.stride(1), v.stride(2), vt.stride(0), vt.stride(1), vt.stride(2),
+            nheads_k, seqlen_k, padded)
+    entry = launch(_keys_minor, grid, *_as_bytes(v, vt), *tail, D=d,
+                   BLOCK_D=triton.next_power_of_2(d), BLOCK_K=block_k, GROUP_ORDER=group_order,
+                   num_warps=4)
+    return vt, None if entry is None else (entry, grid3(grid), vt.shape, tail)
+
+
+def replay_keys_minor(record, v: torch.Tensor, device: int) -> torch.Tensor:
+    """The copy ``record`` (from ``keys_minor_recorded``) made of this V, which has the recorded
+    V's shape, strides, dtype and alignment (a call plan's key): one launch."""
+    entry, grid, shape, tail = record
+    vt = torch.empty(shape, dtype=v.dtype, device=v.device)
+    entry(grid, (*_as_bytes(v, vt), *tail), device)
     return vt
+
+
+def _as_bytes(v, vt):
+    """8-bit values moved as bytes (the kernel only copies them)."""
+    return (v.view(torch.uint8), vt.view(torch.uint8)) if v.element_size() == 1 else (v, vt)
