@@ -328,6 +328,18 @@ def test_keys_minor_rejects():
         keys_minor(v.transpose(1, 3), 16)
 
 
+def test_fp8_descales_of_any_one_element_shape():
+    """A descale is any float32 tensor of one element: 0-d, (1,) or (1, 1) give the same
+    output."""
+    (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, 19, 23, 2, 2, 40)
+    outs = [flash_attn_func(q8, k8, v8, causal=True, q_descale=qd.reshape(shape),
+                            k_descale=kd.reshape(shape), v_descale=vd.reshape(shape))
+            for shape in ((1,), (), (1, 1))]
+    assert all(torch.equal(o, outs[0]) for o in outs[1:])
+    ref, _ = attention_ref(*deq, causal=True)
+    assert_close(outs[0], ref, torch_fp8_attention(*[x.float() for x in deq], causal=True))
+
+
 def test_fp8_rejects():
     q8 = torch.randn(1, 8, 2, 32, device=DEVICE).to(FP8)
     with pytest.raises(TypeError, match="q_descale"):
