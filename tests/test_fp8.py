@@ -258,7 +258,9 @@ def test_public_fp8_calls_replay_their_plan(monkeypatch, d, causal):
     b, sq, sk, h, hk = 2, 333, 301, 4, 2
     for i, scale in enumerate((1.0, 0.25, 3.0, None)):
         (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(b, sq, sk, h, hk, d, scale or 1.0)
-        if scale is None:  # no descales given: each is 1
+        if scale is None:  # no descales given, each 1: normal draws cast to float8
+            q8, k8, v8 = (randn(b, s, n, d, dtype=torch.float32).to(FP8)
+                          for s, n in ((sq, h), (sk, hk), (sk, hk)))
             deq = [x.to(torch.float64) for x in (q8, k8, v8)]
             out, lse, _ = flash_attn_func(q8, k8, v8, causal=causal, return_attn_probs=True)
         else:
