@@ -15,7 +15,9 @@ the head dim's default; ``THREE``'s key tiles and ring slots: at d128 64-key til
 ``fp8_gluon_two``: the kernel-only launch with two consumers (128 x 128, two slots, the row sums
 as the head dim's default; d256: its shipped 128 x 64), whatever the shipped config is;
 ``fp8_gluon_pers``: the same persistent (causal on the host's greedy tile table, as our bf16
-forward), ``fp8_gluon_pers3``: three consumers persistent (d64 only).
+forward), ``fp8_gluon_pers3``: three consumers persistent (d64 only; 128-key tiles, two
+slots, spilling 488 bytes), ``fp8_gluon_pers3_n64``: the same on 64-key tiles with three slots
+(no spill offline, 447 instructions a step).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384[,4096,...]] [--providers fp8_gluon_kernel,...]
@@ -44,7 +46,8 @@ from flashtriton.kernels.fwd import attn_fwd
 # half-size tiles need more loads in flight)
 THREE = {64: (128, 2), 128: (64, 3)}
 PROVIDERS = ("v_copy", "fp8_gluon", "fp8_gluon_kernel", "fp8_gluon_rowsum", "fp8_gluon_two",
-             "fp8_gluon_pers", "fp8_gluon_pers3", "fp8_gluon_three", "fp8_tl", "bf16")
+             "fp8_gluon_pers", "fp8_gluon_pers3", "fp8_gluon_pers3_n64", "fp8_gluon_three",
+             "fp8_tl", "bf16")
 TWO = KernelConfig(128, 128, 4, 2, gluon=True, pingpong=True)  # fp8_gluon_two's
 
 
@@ -100,6 +103,9 @@ def main(argv=None):
                  "fp8_gluon_pers": (two_cfg, None, True)}
         if d == 64:
             gluon["fp8_gluon_pers3"] = (three_config(2), None, True)
+            gluon["fp8_gluon_pers3_n64"] = (
+                KernelConfig(192, 64, cfg.num_warps, 3, gluon=True, pingpong=cfg.pingpong), None,
+                True)
         if d in THREE:
             gluon.update({f"fp8_gluon_three@s{n}": (three_config(n), None, False)
                           for n in three_stages} if three_stages else
@@ -117,7 +123,7 @@ def main(argv=None):
                 fwd_gluon.fp8_keys_minor = made
 
         providers = {
-            "v_copy": lambda: made(v),
+            "v_copy": lambda: made(v)[0],
             "fp8_gluon": lambda: attn_fwd(q, k, v, params, descale=descale, config=call_cfg),
             **{name: (lambda a=args: kernel_only(*a)) for name, args in gluon.items()},
             "fp8_tl": lambda: attn_fwd(q, k, v, params, descale=descale,

@@ -157,6 +157,8 @@ GLUON_FP8_CASES = [
     (1, 129, 65, 4, 2, 64, True, PERS),       # rows that see no key
     (1, 257, 383, 2, 2, 64, False, PERS),     # keys not a multiple of 32
     (2, 2048, 2048, 4, 2, 64, True, (*THREE, True)),  # three consumers persistent
+    (2, 2048, 2048, 4, 2, 64, True, (*THREE_N64, True, "greedy")),  # ... on 64-key tiles
+    (2, 777, 901, 4, 2, 64, False, (*THREE_N64, True)),
     # d256 persistent (O in bfloat16 buffers of its own; not shipped, session 72)
     (3, 1024, 1024, 8, 8, 256, False, (*PP_D256, True)),
     (3, 1024, 1024, 8, 4, 256, True, (*PP_D256, True, "greedy")),
