@@ -289,8 +289,10 @@ _FWD_GLUON_FP8 = {  # one program per tile, from FP8_PERSISTENT_BELOW keys
 # So d64 switches at 8k without a mask and at 16k causal; d128 stays persistent (ahead at every
 # length measured, 1k to 16k); d256 switches at 16k (causal there is level, +1.2%, within two
 # rounds' spread, so it keeps one program per tile with the unmasked call). These are kernel
-# timings: the public float8 call at 1k keys causal is bound by the host, not the kernel
-# (136-219 TFLOP/s in the bench, no call plan for float8: docs/perf-log.md, session 73).
+# timings. The public float8 call at 1k keys causal was bound by the host, not the kernel, while
+# float8 calls had no call plan (136-219 TFLOP/s in session 73's bench); with plans (session 74,
+# 2026-12-07-s74-h100-fp8-bench-1k-224ac4d.json) it gives 326.4 / 460.0 / 497.2 at d64 / d128 /
+# d256, within 3% of the launcher called directly.
 _FWD_GLUON_FP8_PERSISTENT = {
     (d, causal): KernelConfig(128, 64 if d == 256 else 128, 4, 2, gluon=True, pingpong=True,
                               persistent=True, tile_order="greedy" if causal else None)

@@ -202,9 +202,8 @@ def _to_operand(p, dtype: gl.constexpr, PACKED: gl.constexpr, HALF: gl.constexpr
     half the registers of float32 across the back edge, for ``_fp8_operand`` to convert from
     (the three-consumer kernel, whose 160 registers a thread the float32 P overflowed: 3,120
     bytes spilled at d64, 144 so, docs/perf-log.md, session 71; and the persistent kernel,
-    ``_attend_tile``'s ``LATE_CVT``). Rounding to float16 first
-    changes an e4m3 value only where the float16 value lands exactly on the midpoint of two
-    e4m3 values."""
+    ``_attend_tile``'s ``LATE_CVT``). Rounding to float16 first changes an e4m3 value only
+    where the float16 value lands exactly on the midpoint of two e4m3 values."""
     if dtype.is_fp8():
         if HALF:
             return _to_operand(p, gl.float16, True)
@@ -372,9 +371,9 @@ def _attend_tile(q_s, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, turn, 
     live together (with each thread's own V release, a cast before the wait made ptxas copy P
     into the operand registers by 35 more moves a step: d64, sm_90a); float8 with ``LATE_CVT``
     (three consumers, and the persistent kernel) carries P across the loop as float16 pairs
-    (``_to_operand``'s ``HALF``). ``OWN_K`` / ``OWN_V``: the K / V slots released by each thread's own arrival
-    (``_release``): both in the persistent kernel on two consumers, K only on three, neither
-    in the one-program-per-tile kernel.
+    (``_to_operand``'s ``HALF``). ``OWN_K`` / ``OWN_V``: the K / V slots released by each
+    thread's own arrival (``_release``): both in the persistent kernel on two consumers, K only
+    on three, neither in the one-program-per-tile kernel.
     The tiles past ``n_own`` are only waited for and released, and with ping-pong their turns
     passed on, so that every consumer keeps the same step count on the shared barriers.
     ``ones``: an [8, BLOCK_N] tile of ones (``_ones_tile``), then P's row sums come from the

@@ -205,8 +205,8 @@ def row_block_table(seqlen_q: int, seqlen_k: int, shift: int, block_m: int, bloc
     """The greedy table of a causal launch whose tiles are row blocks of ``block_m`` rows (the
     persistent forward's, whose first starts ``lead`` rows before row 0, and the head-dim-256
     dQ kernel's), costed by ``causal_tile_costs``; its tile ids are head-major
-    (``HEAD_MAJOR``). Kept per launch shape: a call without a plan (float8) would otherwise
-    pay the costs' numpy and ``device_table``'s key on the host each time (about 35 µs of a
-    100 µs call, docs/perf-log.md, session 73)."""
+    (``HEAD_MAJOR``). Kept per launch shape: a call that replays no plan (a shape's first
+    call, or plans turned off) would otherwise pay the costs' numpy and ``device_table``'s key
+    on the host each time (about 35 µs of a 100 µs call, docs/perf-log.md, session 73)."""
     costs = causal_tile_costs(seqlen_q, seqlen_k, shift, block_m, block_n, lead=lead)
     return device_table(costs, heads, programs, group, device)
