@@ -108,49 +108,62 @@ def test_interpreter_selects_no_gluon_config(monkeypatch):
 
 def test_gluon_fp8_config_is_the_table():
     """``gluon_fp8_config``: the shipped float8 Gluon entries, two consumers persistent (128 x
-    128, d256 128 x 64; two slots, ping-pong; causal on the greedy tile table) and one program
-    per tile (d64 three consumers, d256 two); a clear error at other head dims."""
+    128, d256 128 x 64; two slots, ping-pong; causal on the greedy tile table), d64 three
+    consumers persistent (192 x 128) and one program per tile (d64 three consumers, d256 two);
+    ``FP8_BY_KEYS`` lists each (head dim, mask)'s in rising bounds ending with None; a clear
+    error at other head dims."""
     from flashtriton import configs
 
     for (d, causal), cfg in configs._FWD_GLUON_FP8_PERSISTENT.items():
         assert cfg.gluon and cfg.pingpong and cfg.persistent
         assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (128, 64 if d == 256 else 128, 2)
         assert cfg.tile_order == ("greedy" if causal else None)
-    assert sorted(configs._FWD_GLUON_FP8_PERSISTENT) == sorted(configs.FP8_PERSISTENT_BELOW)
+    for (d, causal), cfg in configs._FWD_GLUON_FP8_PERSISTENT3.items():
+        assert d == 64 and cfg.gluon and cfg.pingpong and cfg.persistent
+        assert (cfg.block_m, cfg.block_n, cfg.num_stages) == (192, 128, 2)
+        assert cfg.tile_order == ("greedy" if causal else None)
     for (d, causal), cfg in configs._FWD_GLUON_FP8.items():
         assert cfg.gluon and cfg.pingpong and not cfg.persistent
         assert cfg.block_m == (192 if d == 64 else 128)  # (192 rows: three consumers)
-    for cfg in (*configs._FWD_GLUON_FP8.values(), *configs._FWD_GLUON_FP8_PERSISTENT.values()):
-        assert cfg.block_n % 32 == 0  # the launcher's float8 rule
+    assert sorted(configs.FP8_BY_KEYS) == [(d, c) for d in (64, 128, 256) for c in (False, True)]
+    for key, steps in configs.FP8_BY_KEYS.items():
+        bounds = [below for below, _ in steps]
+        assert bounds[-1] is None and None not in bounds[:-1], (key, bounds)
+        assert bounds[:-1] == sorted(set(bounds[:-1])), (key, bounds)
+        for _, cfg in steps:
+            assert cfg.block_n % 32 == 0  # the launcher's float8 rule
+            assert cfg in (configs._FWD_GLUON_FP8.get(key), configs._FWD_GLUON_FP8_PERSISTENT[key],
+                           configs._FWD_GLUON_FP8_PERSISTENT3.get(key)), (key, cfg)
     for causal in (False, True):
         with pytest.raises(ValueError, match="built for head dims"):
             configs.gluon_fp8_config(96, causal)
 
 
-def test_gluon_fp8_forward_is_persistent_below_the_threshold(compiled):
-    """float8: below FP8_PERSISTENT_BELOW[(head_dim, causal)] keys (d64 8192, causal 16384;
-    d256 16384; d128 every length) the persistent entry, from there one program per tile (d64
-    three consumers, d256 two); a call of unknown length (``seqlen_k`` None) counts as long;
-    the forward's selection (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's
-    keys."""
+def test_gluon_fp8_forward_config_by_keys(compiled):
+    """float8 by length (``FP8_BY_KEYS``): d64 two consumers persistent below 2048 keys, three
+    persistent from there (without a mask below 16384, one program per tile from there); d128
+    two persistent at every length; d256 two persistent below 16384, one program per tile from
+    there. A call of unknown length (``seqlen_k`` None) counts as long; the forward's selection
+    (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's keys."""
     fp8 = torch.float8_e4m3fn
-    assert configs.FP8_PERSISTENT_BELOW == {(64, False): 8192, (64, True): 16384,
-                                            (128, False): None, (128, True): None,
-                                            (256, False): 16384, (256, True): 16384}
-    for (d, causal), below in configs.FP8_PERSISTENT_BELOW.items():
-        short = [1, 1000, 4096] + ([] if below is None else [below - 1])
-        long = [] if below is None else [below, 65536]
-        for seqlen_k in short:
-            cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
-            assert cfg is configs._FWD_GLUON_FP8_PERSISTENT[(d, causal)], (d, causal, seqlen_k)
-            assert configs.gluon_fp8_config(d, causal, seqlen_k) is cfg
-        for seqlen_k in long:
-            cfg = configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k)
-            assert cfg is configs._FWD_GLUON_FP8[(d, causal)], (d, causal, seqlen_k)
-            assert configs.gluon_fp8_config(d, causal, seqlen_k) is cfg
-        assert configs.gluon_fp8_config(d, causal) is (
-            configs._FWD_GLUON_FP8_PERSISTENT if below is None else configs._FWD_GLUON_FP8)[
-                (d, causal)]
+    two, three, tile = (configs._FWD_GLUON_FP8_PERSISTENT, configs._FWD_GLUON_FP8_PERSISTENT3,
+                        configs._FWD_GLUON_FP8)
+    want = {  # (head dim, causal): [(seqlen_k, the config), ...]
+        (64, False): [(1, two), (2047, two), (2048, three), (16383, three), (16384, tile),
+                      (65536, tile), (None, tile)],
+        (64, True): [(1, two), (2047, two), (2048, three), (16384, three), (None, three)],
+        (128, False): [(1, two), (16384, two), (65536, two), (None, two)],
+        (128, True): [(1, two), (65536, two), (None, two)],
+        (256, False): [(1, two), (16383, two), (16384, tile), (None, tile)],
+        (256, True): [(1000, two), (16383, two), (16384, tile), (None, tile)],
+    }
+    assert sorted(want) == sorted(configs.FP8_BY_KEYS)
+    for (d, causal), rows in want.items():
+        for seqlen_k, table in rows:
+            cfg = configs.gluon_fp8_config(d, causal, seqlen_k)
+            assert cfg is table[(d, causal)], (d, causal, seqlen_k)
+            if seqlen_k is not None:
+                assert configs.gluon_fwd_config(fp8, d, causal, False, seqlen_k) is cfg
     assert configs.gluon_fwd_config(fp8, 96, True, False, 1024) is None  # not built: tl kernel
 
 

@@ -119,7 +119,7 @@ def test_fp8_forward(shape, causal):
     lowp = torch_fp8_attention(*[x.float() for x in deq], causal=causal)
     assert_close(out, ref, lowp)
     # (on sm_90 the Gluon kernel runs where it is built, its row sums as it sums them by default)
-    extra = rowsum_extra(d) if GLUON and (d, causal) in configs._FWD_GLUON_FP8_PERSISTENT else 0.0
+    extra = rowsum_extra(d) if GLUON and (d, causal) in configs.FP8_BY_KEYS else 0.0
     assert torch.allclose(lse, ref_lse, rtol=1e-3, atol=1e-3 + extra), (lse - ref_lse).abs().max()
 
 
@@ -204,10 +204,9 @@ def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal, rowsum_mma):
 @gluon_only
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel at the head dims it builds (d64, d128,
-    d256; its descales passed on, its tiling ``configs.gluon_fp8_config``'s for the call's keys:
-    persistent below ``FP8_PERSISTENT_BELOW`` (d64 8192 keys, causal 16384; d128 always; d256
-    16384), one program per tile from there, d64 on three consumers), the tl kernel elsewhere
-    (d40); all right."""
+    d256; its descales passed on, its tiling ``configs.gluon_fp8_config``'s for the call's keys,
+    ``FP8_BY_KEYS``: here two consumers persistent at 333 keys, d64 three persistent at 2048 and
+    8192), the tl kernel elsewhere (d40); all right."""
     import flashtriton.kernels.fwd as fwd
 
     calls = []
@@ -219,22 +218,23 @@ def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
 
     monkeypatch.setattr(fwd, "attn_fwd_gluon", spy)
     no_call_plans(monkeypatch)
-    for d, causal, seqlen in ((128, True, 333), (256, False, 333), (256, True, 333),
-                              (128, False, 333), (64, True, 333), (64, False, 333),
-                              (64, False, 8192), (40, True, 333)):
+    for d, causal, seqlen, want in ((128, True, 333, (128, True)), (256, False, 333, (128, True)),
+                                    (256, True, 333, (128, True)), (128, False, 333, (128, True)),
+                                    (64, True, 333, (128, True)), (64, False, 333, (128, True)),
+                                    (64, True, 2048, (192, True)), (64, False, 8192, (192, True)),
+                                    (40, True, 333, None)):
         (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, seqlen, seqlen, 2, 2, d)
         before = len(calls)
         out, lse, _ = flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                       v_descale=vd, return_attn_probs=True)
-        expect_gluon = (d, causal) in configs._FWD_GLUON_FP8_PERSISTENT
-        assert len(calls) == before + expect_gluon, (d, causal)
+        expect_gluon = (d, causal) in configs.FP8_BY_KEYS
+        assert len(calls) == before + expect_gluon == before + (want is not None), (d, causal)
         if expect_gluon:
             block_m, persistent, descale = calls[-1]
             assert torch.equal(descale, torch.cat([qd, kd, vd])), "descales not passed on"
             cfg = configs.gluon_fp8_config(d, causal, seqlen)
-            assert (block_m, persistent) == (cfg.block_m, cfg.persistent), (d, causal, seqlen)
-            assert persistent == (seqlen < 8192), (d, causal, seqlen)
-            assert block_m == (192 if d == 64 and seqlen >= 8192 else 128), (d, causal, seqlen)
+            assert (block_m, persistent) == (cfg.block_m, cfg.persistent) == want, (
+                d, causal, seqlen)
         check_fp8(out, lse, deq, causal, extra=rowsum_extra(d) if expect_gluon else 0.0)
 
 

@@ -257,17 +257,17 @@ _FWD_FP8 = {
 # / 575.0 / 563.4, causal 575.7 / 524.2 / 540.1. d128 keeps two (three spill 1,596 bytes with
 # 128-key tiles; with 64-key tiles, session 72, 864.8 / 867.9 and causal 805.0 / 847.5 against
 # two: 2026-12-07-s72-h100-fp8-three-d128.json).
-_FWD_GLUON_FP8 = {  # one program per tile, from FP8_PERSISTENT_BELOW keys
+_FWD_GLUON_FP8 = {  # one program per tile, long calls (FP8_BY_KEYS)
     (64, False): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
     (64, True): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True),
     (256, False): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
     (256, True): KernelConfig(128, 64, 4, 2, gluon=True, pingpong=True),
 }
 # The persistent float8 forward (_FWD_GLUON_FP8_PERSISTENT: two consumers, one program per SM
-# walks the tiles, causal on the greedy tile table as our bf16 forward) runs below
-# FP8_PERSISTENT_BELOW[(head_dim, causal)] keys (None: at every length), _FWD_GLUON_FP8 from
-# there. Session 72 on an H100, kernel only, two interleaved rounds
-# (2026-12-07-s72-h100-fp8-persistent-2628af9.json; persistent / our bf16): d64 1k 455.5 /
+# walks the tiles, causal on the greedy tile table as our bf16 forward) runs short calls and
+# _FWD_GLUON_FP8 long ones, by length (FP8_BY_KEYS below). Session 72 on an H100, kernel
+# only, two interleaved rounds (2026-12-07-s72-h100-fp8-persistent-2628af9.json; persistent /
+# our bf16): d64 1k 455.5 /
 # 423.2, causal 378.5 / 346.2; 2k 493.9 / 500.7, causal 462.3 / 420.4; d128 1k 737.1 / 605.4,
 # causal 562.2 / 465.3; 2k 809.2 / 623.9, causal 705.6 / 580.0. One program per tile as shipped
 # then, d64, kernel only, in an earlier call on another H100
@@ -286,8 +286,9 @@ _FWD_GLUON_FP8 = {  # one program per tile, from FP8_PERSISTENT_BELOW keys
 #   d256  1k 667.8 / 815.7 / 602.4, causal 451.1 / 619.8 / 467.9;
 #         4k 873.3 / 934.8 / 713.1, causal 772.5 / 898.2 / 668.1;
 #        16k 1063.4 / 1042.7 / 794.2, causal 1012.2 / 1024.1 / 761.7.
-# So d64 switches at 8k without a mask and at 16k causal; d128 stays persistent (ahead at every
-# length measured, 1k to 16k); d256 switches at 16k (causal there is level, +1.2%, within two
+# So d64 switched at 8k without a mask and at 16k causal (session 75: three consumers
+# persistent from 2k, below); d128 stays persistent (ahead at every length measured, 1k to
+# 16k); d256 switches at 16k (causal there is level, +1.2%, within two
 # rounds' spread, so it keeps one program per tile with the unmasked call). These are kernel
 # timings. The public float8 call at 1k keys causal was bound by the host, not the kernel, while
 # float8 calls had no call plan (136-219 TFLOP/s in session 73's bench); with plans (session 74,
@@ -297,24 +298,48 @@ _FWD_GLUON_FP8_PERSISTENT = {
     (d, causal): KernelConfig(128, 64 if d == 256 else 128, 4, 2, gluon=True, pingpong=True,
                               persistent=True, tile_order="greedy" if causal else None)
     for d in (64, 128, 256) for causal in (False, True)}
-FP8_PERSISTENT_BELOW = {(64, False): 8192, (64, True): 16384,  # keys; None: every length
-                        (128, False): None, (128, True): None,
-                        (256, False): 16384, (256, True): 16384}
+# d64 three consumers persistent (192 x 128, two slots; on 128-key tiles it spills 488 bytes,
+# with 64-key tiles and three slots it does not, session 74's SASS): session 75 on an H100,
+# kernel only, three interleaved rounds (2026-12-07-s75-h100-fp8-pers3.json; one program per
+# tile as shipped / two consumers persistent / three persistent / three persistent on 64-key
+# tiles): 4k 513.9 / 532.3 / 552.7 / 533.1, causal 402.5 / 488.1 / 499.4 / 501.0; 8k 598.0 /
+# 557.4 / 605.0 / 578.5, causal 507.3 / 532.9 / 559.9 / 546.1; 16k 621.5 / 569.0 / 605.3 /
+# 581.7, causal 568.5 / 565.1 / 586.6 / 566.5. The spill costs less than the smaller tiles.
+_FWD_GLUON_FP8_PERSISTENT3 = {
+    (64, causal): KernelConfig(192, 128, 4, 2, gluon=True, pingpong=True, persistent=True,
+                               tile_order="greedy" if causal else None)
+    for causal in (False, True)}
+# The float8 forward's config by length: FP8_BY_KEYS[(head_dim, causal)] lists (below, config)
+# from short calls to long, a call of seqlen_k keys taking the first whose ``below`` is None or
+# more than seqlen_k. So d64 takes two consumers persistent below 2048 keys, three persistent
+# from there (without a mask below 16384, one program per tile from there); d128 two
+# persistent at every length; d256 two persistent below 16384, one program per tile from there.
+FP8_BY_KEYS = {
+    (64, False): ((2048, _FWD_GLUON_FP8_PERSISTENT[(64, False)]),
+                  (16384, _FWD_GLUON_FP8_PERSISTENT3[(64, False)]),
+                  (None, _FWD_GLUON_FP8[(64, False)])),
+    (64, True): ((2048, _FWD_GLUON_FP8_PERSISTENT[(64, True)]),
+                 (None, _FWD_GLUON_FP8_PERSISTENT3[(64, True)])),
+    **{(128, causal): ((None, _FWD_GLUON_FP8_PERSISTENT[(128, causal)]),)
+       for causal in (False, True)},
+    **{(256, causal): ((16384, _FWD_GLUON_FP8_PERSISTENT[(256, causal)]),
+                       (None, _FWD_GLUON_FP8[(256, causal)]))
+       for causal in (False, True)},
+}
 
 
 def gluon_fp8_config(head_dim: int, causal: bool, seqlen_k: int | None = None) -> KernelConfig:
     """The Gluon float8 forward's config for ``seqlen_k`` keys (None: a long call, 16k and up):
-    ``_FWD_GLUON_FP8_PERSISTENT``'s below ``FP8_PERSISTENT_BELOW[(head_dim, causal)]`` keys
-    (at every length where that is None), else ``_FWD_GLUON_FP8``'s; a ValueError at a head dim
-    it is not built for."""
+    the first of ``FP8_BY_KEYS[(head_dim, causal)]`` whose bound is None or above
+    ``seqlen_k``; a ValueError at a head dim it is not built for."""
     key = (head_dim, bool(causal))
-    if key not in _FWD_GLUON_FP8_PERSISTENT:
+    if key not in FP8_BY_KEYS:
         raise ValueError(f"gluon_fp8_config: the Gluon float8 forward is built for head dims "
-                         f"{sorted({d for d, _ in _FWD_GLUON_FP8_PERSISTENT})}, not {head_dim}")
-    below = FP8_PERSISTENT_BELOW[key]
-    if below is None or (seqlen_k is not None and seqlen_k < below):
-        return _FWD_GLUON_FP8_PERSISTENT[key]
-    return _FWD_GLUON_FP8[key]
+                         f"{sorted({d for d, _ in FP8_BY_KEYS})}, not {head_dim}")
+    for below, cfg in FP8_BY_KEYS[key]:
+        if below is None or (seqlen_k is not None and seqlen_k < below):
+            return cfg
+    raise AssertionError(f"FP8_BY_KEYS[{key}] does not end with a bound of None")
 
 
 # Dropout's forward (Philox in the loop): 2026-11-29-tune-dropout.json, p = 0.1, lanes grouped
@@ -572,7 +597,7 @@ def gluon_fwd_config(dtype: torch.dtype, head_dim: int, causal: bool, dropout: b
     if dropout:
         return None
     if dtype == torch.float8_e4m3fn:
-        if is_interpreting() or (head_dim, bool(causal)) not in _FWD_GLUON_FP8_PERSISTENT:
+        if is_interpreting() or (head_dim, bool(causal)) not in FP8_BY_KEYS:
             return None
         return gluon_fp8_config(head_dim, causal, seqlen_k)
     cfg = _gluon_config(_FWD_GLUON if seqlen_k < LONG_FWD_FROM else _FWD_GLUON_LONG, dtype,

@@ -2,7 +2,7 @@
 inputs, head dim 64, 128 or 256, causal or not, for sm_90; and float8_e4m3fn inputs in the
 one-program-per-tile kernel (``_attn_fwd_ws``; configs.py ships it at head dims 64, 128 and
 256) and the persistent one (``_attn_fwd_persistent``; which of the two a call runs:
-``configs.FP8_PERSISTENT_BELOW``).
+``configs.FP8_BY_KEYS``, by head dim, mask and length).
 
 Warp-specialized like FlashAttention-3's forward, which the ``tl`` kernel cannot express: a
 producer partition fills ``STAGES``-deep K/V rings by TMA; two consumer warpgroups (three when
