@@ -140,8 +140,9 @@ def test_gluon_fp8_config_is_the_table():
 
 
 def test_gluon_fp8_forward_config_by_keys(compiled):
-    """float8 by length (``FP8_BY_KEYS``): d64 two consumers persistent below 2048 keys, three
-    persistent from there (without a mask below 16384, one program per tile from there); d128
+    """float8 by length (``FP8_BY_KEYS``): d64 two consumers persistent below 2048 keys (causal
+    4096), three persistent from there (without a mask below 16384, one program per tile from
+    there); d128
     two persistent at every length; d256 two persistent below 16384, one program per tile from
     there. A call of unknown length (``seqlen_k`` None) counts as long; the forward's selection
     (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's keys."""
@@ -151,7 +152,8 @@ def test_gluon_fp8_forward_config_by_keys(compiled):
     want = {  # (head dim, causal): [(seqlen_k, the config), ...]
         (64, False): [(1, two), (2047, two), (2048, three), (16383, three), (16384, tile),
                       (65536, tile), (None, tile)],
-        (64, True): [(1, two), (2047, two), (2048, three), (16384, three), (None, three)],
+        (64, True): [(1, two), (2048, two), (4095, two), (4096, three), (16384, three),
+                     (None, three)],
         (128, False): [(1, two), (16384, two), (65536, two), (None, two)],
         (128, True): [(1, two), (65536, two), (None, two)],
         (256, False): [(1, two), (16383, two), (16384, tile), (None, tile)],

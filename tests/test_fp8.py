@@ -205,8 +205,8 @@ def test_gluon_fp8_forward_rowsum_mma(b, sq, sk, h, hk, d, causal, rowsum_mma):
 def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     """flash_attn_func on float8 inputs: the Gluon kernel at the head dims it builds (d64, d128,
     d256; its descales passed on, its tiling ``configs.gluon_fp8_config``'s for the call's keys,
-    ``FP8_BY_KEYS``: here two consumers persistent at 333 keys, d64 three persistent at 2048 and
-    8192), the tl kernel elsewhere (d40); all right."""
+    ``FP8_BY_KEYS``: here two consumers persistent at 333 keys, d64 three persistent at 4096
+    causal and 8192), the tl kernel elsewhere (d40); all right."""
     import flashtriton.kernels.fwd as fwd
 
     calls = []
@@ -221,7 +221,7 @@ def test_public_fp8_runs_gluon_where_it_applies(monkeypatch):
     for d, causal, seqlen, want in ((128, True, 333, (128, True)), (256, False, 333, (128, True)),
                                     (256, True, 333, (128, True)), (128, False, 333, (128, True)),
                                     (64, True, 333, (128, True)), (64, False, 333, (128, True)),
-                                    (64, True, 2048, (192, True)), (64, False, 8192, (192, True)),
+                                    (64, True, 4096, (192, True)), (64, False, 8192, (192, True)),
                                     (40, True, 333, None)):
         (q8, k8, v8), (qd, kd, vd), deq = quantized_inputs(1, seqlen, seqlen, 2, 2, d)
         before = len(calls)

@@ -311,14 +311,18 @@ _FWD_GLUON_FP8_PERSISTENT3 = {
     for causal in (False, True)}
 # The float8 forward's config by length: FP8_BY_KEYS[(head_dim, causal)] lists (below, config)
 # from short calls to long, a call of seqlen_k keys taking the first whose ``below`` is None or
-# more than seqlen_k. So d64 takes two consumers persistent below 2048 keys, three persistent
-# from there (without a mask below 16384, one program per tile from there); d128 two
+# more than seqlen_k. So d64 takes two consumers persistent below 2048 keys (causal 4096),
+# three persistent from there (without a mask below 16384, one program per tile from there). At
+# 1k and 2k (2026-12-07-s75-h100-fp8-pers3-short.json, two consumers / three persistent / three
+# on 64-key tiles): 1k 455.9 / 440.5 / 426.5, causal 378.5 / 333.2 / 370.9; 2k 498.9 / 513.6 /
+# 503.5, causal 464.4 / 442.7 / 456.9 (192-row tiles leave more of a short causal call's
+# diagonal tiles idle). d128 two
 # persistent at every length; d256 two persistent below 16384, one program per tile from there.
 FP8_BY_KEYS = {
     (64, False): ((2048, _FWD_GLUON_FP8_PERSISTENT[(64, False)]),
                   (16384, _FWD_GLUON_FP8_PERSISTENT3[(64, False)]),
                   (None, _FWD_GLUON_FP8[(64, False)])),
-    (64, True): ((2048, _FWD_GLUON_FP8_PERSISTENT[(64, True)]),
+    (64, True): ((4096, _FWD_GLUON_FP8_PERSISTENT[(64, True)]),
                  (None, _FWD_GLUON_FP8_PERSISTENT3[(64, True)])),
     **{(128, causal): ((None, _FWD_GLUON_FP8_PERSISTENT[(128, causal)]),)
        for causal in (False, True)},
