@@ -54,8 +54,8 @@ def one(d, causal, seed):
     assert len(common._PLANS) == (1 if q8.is_cuda else 0)  # plans are made on a GPU only
     out_b, lse_b, _ = flash_attn_func(q8, k8, v8, causal=causal, return_attn_probs=True)
     s = torch.einsum("bqhd,bkhd->bhqk", deq[0], deq[1].repeat_interleave(h // hk, 2)) / d ** 0.5
-    row = {"d": d, "causal": causal, "equal": bool(torch.equal(out_a, out_b) and torch.equal(lse_a, lse_b)),
-           "max_score": s.abs().max().item()}
+    equal = torch.equal(out_a, out_b) and torch.equal(lse_a, lse_b)
+    row = {"d": d, "causal": causal, "equal": bool(equal), "max_score": s.abs().max().item()}
     for tag, (o, l) in (("noplan", (out_a, lse_a)), ("plan", (out_b, lse_b))):
         e, eb, le, lb = errors(o.cpu(), l.cpu(), [x.cpu() for x in deq], causal, d)
         row.update({f"{tag}_out_err": e, f"{tag}_lse_err": le})
@@ -69,12 +69,13 @@ def main() -> None:
     ap.add_argument("--headdims", default="64,128,256")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    rows = [one(int(d), causal, args.seed) for d in args.headdims.split(",") for causal in (False, True)]
+    rows = [one(int(d), causal, args.seed)
+            for d in args.headdims.split(",") for causal in (False, True)]
     with open(args.out, "w") as f:
         gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (interpreter)"
         json.dump({"gpu": gpu, "rows": rows}, f, indent=1)
-    print(f"{'d':>4} {'causal':>6} {'equal':>5} {'max|s|':>9} {'out a':>8} {'out b':>8} {'bound':>8}"
-          f" {'lse a':>8} {'lse b':>8} {'bound':>8}")
+    print(f"{'d':>4} {'causal':>6} {'equal':>5} {'max|s|':>9} {'out a':>8} {'out b':>8}"
+          f" {'bound':>8} {'lse a':>8} {'lse b':>8} {'bound':>8}")
     for r in rows:
         print(f"{r['d']:>4} {r['causal']!s:>6} {r['equal']!s:>5} {r['max_score']:>9.1f}"
               f" {r['noplan_out_err']:>8.3g} {r['plan_out_err']:>8.3g} {r['out_bound']:>8.3g}"

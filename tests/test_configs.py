@@ -142,10 +142,9 @@ def test_gluon_fp8_config_is_the_table():
 def test_gluon_fp8_forward_config_by_keys(compiled):
     """float8 by length (``FP8_BY_KEYS``): d64 two consumers persistent below 2048 keys (causal
     4096), three persistent from there (without a mask below 16384, one program per tile from
-    there); d128
-    two persistent at every length; d256 two persistent below 16384, one program per tile from
-    there. A call of unknown length (``seqlen_k`` None) counts as long; the forward's selection
-    (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's keys."""
+    there); d128 two persistent at every length; d256 two persistent below 16384, one program
+    per tile from there. A call of unknown length (``seqlen_k`` None) counts as long; the
+    forward's selection (``gluon_fwd_config``) is ``gluon_fp8_config``'s for the call's keys."""
     fp8 = torch.float8_e4m3fn
     two, three, tile = (configs._FWD_GLUON_FP8_PERSISTENT, configs._FWD_GLUON_FP8_PERSISTENT3,
                         configs._FWD_GLUON_FP8)

@@ -267,10 +267,9 @@ _FWD_GLUON_FP8 = {  # one program per tile, long calls (FP8_BY_KEYS)
 # walks the tiles, causal on the greedy tile table as our bf16 forward) runs short calls and
 # _FWD_GLUON_FP8 long ones, by length (FP8_BY_KEYS below). Session 72 on an H100, kernel
 # only, two interleaved rounds (2026-12-07-s72-h100-fp8-persistent-2628af9.json; persistent /
-# our bf16): d64 1k 455.5 /
-# 423.2, causal 378.5 / 346.2; 2k 493.9 / 500.7, causal 462.3 / 420.4; d128 1k 737.1 / 605.4,
-# causal 562.2 / 465.3; 2k 809.2 / 623.9, causal 705.6 / 580.0. One program per tile as shipped
-# then, d64, kernel only, in an earlier call on another H100
+# our bf16): d64 1k 455.5 / 423.2, causal 378.5 / 346.2; 2k 493.9 / 500.7, causal 462.3 /
+# 420.4; d128 1k 737.1 / 605.4, causal 562.2 / 465.3; 2k 809.2 / 623.9, causal 705.6 / 580.0.
+# One program per tile as shipped then, d64, kernel only, in an earlier call on another H100
 # (2026-12-07-s72-h100-fp8-two-three-d64.json): 1k 330.5, causal 202.4; 2k 447.4, causal
 # 298.3. One program per tile pays each tile's start (in-kernel descriptors, Q's load, the
 # epilogue) with nothing to hide it: our bf16 forward run that way measured 291.1 / 193.0 at
@@ -288,8 +287,8 @@ _FWD_GLUON_FP8 = {  # one program per tile, long calls (FP8_BY_KEYS)
 #        16k 1063.4 / 1042.7 / 794.2, causal 1012.2 / 1024.1 / 761.7.
 # So d64 switched at 8k without a mask and at 16k causal (session 75: three consumers
 # persistent from 2k, below); d128 stays persistent (ahead at every length measured, 1k to
-# 16k); d256 switches at 16k (causal there is level, +1.2%, within two
-# rounds' spread, so it keeps one program per tile with the unmasked call). These are kernel
+# 16k); d256 switches at 16k (causal there is level, +1.2%, within two rounds' spread, so it
+# keeps one program per tile with the unmasked call). These are kernel
 # timings. The public float8 call at 1k keys causal was bound by the host, not the kernel, while
 # float8 calls had no call plan (136-219 TFLOP/s in session 73's bench); with plans (session 74,
 # 2026-12-07-s74-h100-fp8-bench-1k-224ac4d.json) it gives 326.4 / 460.0 / 497.2 at d64 / d128 /
@@ -315,9 +314,9 @@ _FWD_GLUON_FP8_PERSISTENT3 = {
 # three persistent from there (without a mask below 16384, one program per tile from there). At
 # 1k and 2k (2026-12-07-s75-h100-fp8-pers3-short.json, two consumers / three persistent / three
 # on 64-key tiles): 1k 455.9 / 440.5 / 426.5, causal 378.5 / 333.2 / 370.9; 2k 498.9 / 513.6 /
-# 503.5, causal 464.4 / 442.7 / 456.9 (192-row tiles leave more of a short causal call's
-# diagonal tiles idle). d128 two
-# persistent at every length; d256 two persistent below 16384, one program per tile from there.
+# 503.5, causal 464.4 / 442.7 / 456.9 (at 1k, 192-row tiles compute 1,152 rows for 1,024).
+# d128 two persistent at every length; d256 two persistent below 16384, one program per tile
+# from there.
 FP8_BY_KEYS = {
     (64, False): ((2048, _FWD_GLUON_FP8_PERSISTENT[(64, False)]),
                   (16384, _FWD_GLUON_FP8_PERSISTENT3[(64, False)]),
