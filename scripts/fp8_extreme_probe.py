@@ -26,17 +26,18 @@ from test_fp8 import lse_bound, quantized_inputs, rowsum_extra, torch_fp8_attent
 SHAPE = (2, 333, 301, 4, 2)  # b, sq, sk, h, hk: tests/test_fp8.py's plan test
 
 
-def errors(out, lse, deq, causal, d):
-    """(output error, its bound, lse error, its bound) against float64 attention on deq."""
+def errors(results, deq, causal, d):
+    """Each (out, lse) of ``results`` against float64 attention on deq: ([(output error, lse
+    error), ...], output bound, lse bound)."""
     ref, ref_lse = attention_ref(*deq, causal=causal)
     low = torch_fp8_attention(*[x.float() for x in deq], causal=causal).double()
-    fin = torch.isfinite(ref)
-    err = (out.double() - ref)[fin].abs().max().item()
+    fin, lfin = torch.isfinite(ref), torch.isfinite(ref_lse)
     bound = 2.0 * (low - ref)[fin].abs().max().item() + FLOOR[torch.bfloat16] * max(
         1.0, ref[fin].abs().max().item())
-    lfin = torch.isfinite(ref_lse)
-    lse_err = (lse[lfin].double() - ref_lse[lfin]).abs().max().item()
-    return err, bound, lse_err, lse_bound(deq[0], deq[1]) + rowsum_extra(d)
+    errs = [((out.cpu().double() - ref)[fin].abs().max().item(),
+             (lse.cpu()[lfin].double() - ref_lse[lfin]).abs().max().item())
+            for out, lse in results]
+    return errs, bound, lse_bound(deq[0], deq[1]) + rowsum_extra(d)
 
 
 def one(d, causal, seed):
@@ -56,10 +57,10 @@ def one(d, causal, seed):
     s = torch.einsum("bqhd,bkhd->bhqk", deq[0], deq[1].repeat_interleave(h // hk, 2)) / d ** 0.5
     equal = torch.equal(out_a, out_b) and torch.equal(lse_a, lse_b)
     row = {"d": d, "causal": causal, "equal": bool(equal), "max_score": s.abs().max().item()}
-    for tag, (o, l) in (("noplan", (out_a, lse_a)), ("plan", (out_b, lse_b))):
-        e, eb, le, lb = errors(o.cpu(), l.cpu(), [x.cpu() for x in deq], causal, d)
+    errs, row["out_bound"], row["lse_bound"] = errors(((out_a, lse_a), (out_b, lse_b)),
+                                                      [x.cpu() for x in deq], causal, d)
+    for tag, (e, le) in zip(("noplan", "plan"), errs):
         row.update({f"{tag}_out_err": e, f"{tag}_lse_err": le})
-        row.update({"out_bound": eb, "lse_bound": lb})
     return row
 
 

@@ -16,8 +16,9 @@ the head dim's default; ``THREE``'s key tiles and ring slots: at d128 64-key til
 as the head dim's default; d256: its shipped 128 x 64), whatever the shipped config is;
 ``fp8_gluon_pers``: the same persistent (causal on the host's greedy tile table, as our bf16
 forward), ``fp8_gluon_pers3``: three consumers persistent (d64 only; 128-key tiles, two
-slots, spilling 488 bytes), ``fp8_gluon_pers3_n64``: the same on 64-key tiles with three slots
-(no spill offline, 447 instructions a step).
+slots, spilling 488 bytes; shipped from 2k keys, causal 4k, since session 75),
+``fp8_gluon_pers3_n64``: the same on 64-key tiles with three slots (no spill offline, 447
+instructions a step; slower than ``fp8_gluon_pers3`` in session 75).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384[,4096,...]] [--providers fp8_gluon_kernel,...]

@@ -288,9 +288,9 @@ _FWD_GLUON_FP8 = {  # one program per tile, long calls (FP8_BY_KEYS)
 # So d64 switched at 8k without a mask and at 16k causal (session 75: three consumers
 # persistent from 2k, below); d128 stays persistent (ahead at every length measured, 1k to
 # 16k); d256 switches at 16k (causal there is level, +1.2%, within two rounds' spread, so it
-# keeps one program per tile with the unmasked call). These are kernel
-# timings. The public float8 call at 1k keys causal was bound by the host, not the kernel, while
-# float8 calls had no call plan (136-219 TFLOP/s in session 73's bench); with plans (session 74,
+# keeps one program per tile with the unmasked call). These are kernel timings. The public
+# float8 call at 1k keys causal was bound by the host, not the kernel, while float8 calls had no
+# call plan (136-219 TFLOP/s in session 73's bench); with plans (session 74,
 # 2026-12-07-s74-h100-fp8-bench-1k-224ac4d.json) it gives 326.4 / 460.0 / 497.2 at d64 / d128 /
 # d256, within 3% of the launcher called directly.
 _FWD_GLUON_FP8_PERSISTENT = {

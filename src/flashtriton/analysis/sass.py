@@ -122,8 +122,8 @@ def _gluon_fwd(persistent: bool):
 def _gluon_fwd_fp8(persistent: bool):
     def launch(shape: Shape):
         """The Gluon forward on float8_e4m3fn inputs, one program per tile (its config
-        ``configs.gluon_fp8_config``'s for a long call) or ``persistent`` (the persistent
-        entry, a short call's)."""
+        ``configs.gluon_fp8_config``'s for a long call) or ``persistent`` (a short call's
+        entry, two consumers; ``--block-m 192`` gives d64's three from 2k keys)."""
         import torch
 
         from flashtriton.configs import gluon_fp8_config, make_params
