@@ -102,6 +102,9 @@ def test_innermost_mma_loops():
     # A from registers: only B is read from shared memory
     ("HGMMA.64x64x16.F32.F16", " R24, R120, gdesc[UR4], R24, gsb0 ;", (2 * 64 * 64 * 16,
                                                                        64 * 16 * 2)),
+    # float16 inputs: cuobjdump names only the accumulator's type
+    ("HGMMA.64x128x16.F32", " R88, gdesc[UR28], R88 ;", (2 * 64 * 128 * 16,
+                                                         (64 + 128) * 16 * 2)),
     ("QGMMA.64x128x32.F32.E4M3.E4M3", " R24, gdesc[UR8], R24 ;", (2 * 64 * 128 * 32,
                                                                  (64 + 128) * 32)),
     ("HGMMA.64x32x8.F32.TF32", " R24, gdesc[UR8], RZ, !UPT ;", (2 * 64 * 32 * 8,

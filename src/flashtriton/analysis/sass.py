@@ -325,13 +325,14 @@ def wgmma_work(op: str, operands: str) -> tuple[int, int]:
     and the bytes it reads from shared memory: its B tile (N x K elements) always, its A tile
     (M x K) unless A comes from registers, i.e. unless a register operand stands before the
     ``gdesc`` one (``R24, R88, gdesc[UR4]`` rather than ``R24, gdesc[UR4]``). (0, 0) for
-    anything else, ``HMMA`` included (not a warpgroup MMA; it reads registers only)."""
+    anything else, ``HMMA`` included (not a warpgroup MMA; it reads registers only). cuobjdump
+    names no input type for float16 inputs (``HGMMA.64x128x16.F32``: the accumulator's only)."""
     parts = op.split(".")
     shape = re.fullmatch(r"(\d+)x(\d+)x(\d+)", parts[1]) if len(parts) > 1 else None
     if parts[0] not in ("HGMMA", "QGMMA") or shape is None:
         return 0, 0
     m, n, k = map(int, shape.groups())
-    size = _MMA_INPUT_BYTES.get(parts[-1])
+    size = _MMA_INPUT_BYTES.get(parts[-1] if len(parts) > 3 or parts[0] != "HGMMA" else "F16")
     if size is None:
         raise ValueError(f"wgmma_work: unknown input type in {op}")
     a_in_registers = not operands.split(",")[1].strip().startswith("gdesc")
