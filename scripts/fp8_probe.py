@@ -22,10 +22,12 @@ instructions a step; slower than ``fp8_gluon_pers3`` in session 75).
 
     PYTHONPATH=src python3 scripts/fp8_probe.py --out $OUT/fp8-probe.json [--rounds 3]
         [--headdims 64,128,256] [--seqlen 16384[,4096,...]] [--providers fp8_gluon_kernel,...]
-        [--three-stages 2,3,4]
+        [--three-stages 2,3,4] [--regs 160,152]
 
 ``--three-stages``: time ``fp8_gluon_three`` at each of these ring depths (rows
-``fp8_gluon_three@sN``) instead of ``THREE``'s.
+``fp8_gluon_three@sN``) instead of ``THREE``'s. ``--regs 160,152``: time each three-consumer
+kernel-only provider (block_m 192) at each of these registers a consumer thread (rows
+``NAME@rN``; ``fwd_gluon.attn_fwd_gluon``'s ``regs``) instead of ``consumer_regs``'s default.
 """
 
 from __future__ import annotations
@@ -67,7 +69,11 @@ def main(argv=None):
                     help="comma-separated subset (default: all that apply)")
     ap.add_argument("--three-stages", default=None,
                     help="comma-separated ring depths for fp8_gluon_three (default: THREE's)")
+    ap.add_argument("--regs", default=None,
+                    help="comma-separated registers a consumer thread for the three-consumer "
+                         "kernel-only providers (default: fwd_gluon.consumer_regs's)")
     args = ap.parse_args(argv)
+    regs = [int(x) for x in args.regs.split(",")] if args.regs else None
     three_stages = [int(x) for x in args.three_stages.split(",")] if args.three_stages else None
     wanted = args.providers.split(",") if args.providers else None
     unknown = sorted(set(wanted or ()) - set(PROVIDERS))
@@ -112,14 +118,20 @@ def main(argv=None):
                           for n in three_stages} if three_stages else
                          {"fp8_gluon_three": (three_config(), None, False)})
 
-        def kernel_only(tiles, rowsum_mma, persistent):
+        if regs:  # each three-consumer entry at each register count
+            gluon = {**{n: a for n, a in gluon.items() if a[0].block_m != 192},
+                     **{f"{n}@r{r}": (*a, r) for n, a in gluon.items() if a[0].block_m == 192
+                        for r in regs}}
+
+        def kernel_only(tiles, rowsum_mma, persistent, consumer_regs=None):
             fwd_gluon.fp8_keys_minor = lambda _v: (copy, None)  # the copy made beforehand
             try:
                 return fwd_gluon.attn_fwd_gluon(q, k, v, params, tiles.block_m, tiles.block_n,
                                                 tiles.num_warps, tiles.num_stages,
                                                 tiles.pingpong, persistent,
                                                 "greedy" if persistent and causal else None,
-                                                descale=descale, rowsum_mma=rowsum_mma)
+                                                descale=descale, rowsum_mma=rowsum_mma,
+                                                regs=consumer_regs)
             finally:
                 fwd_gluon.fp8_keys_minor = made
 
@@ -158,6 +170,7 @@ def main(argv=None):
                              tflops=None if ms is None or name == "v_copy"
                              else flop / ms / 1e9,
                              config=(f"{gluon[name][0]}{' persistent' if gluon[name][2] else ''}"
+                                     f"{f' regs {gluon[name][3]}' if len(gluon[name]) > 3 else ''}"
                                      if name in gluon else str(call_cfg) if name == "fp8_gluon" else
                                      str(tl_cfg) if name == "fp8_tl" else None)))
         line = "  ".join(f"{r['provider']} {r['ms']:.3f} ms" + (

@@ -98,6 +98,33 @@ def test_gluon_forward_rejects_consumer_rows(block_m, warps):
         attn_fwd_gluon(q, q, q, make_params(64), block_m, 128, warps)
 
 
+@pytest.mark.parametrize("block_m,regs", [(192, 168), (192, 156), (128, 256), (128, 16)])
+def test_gluon_forward_rejects_consumer_regs(block_m, regs):
+    """A consumer's registers (``regs``) are a multiple of 8 and leave the producer warpgroup
+    its floor of 24 a thread: at most 160 on three consumers, 248 on two."""
+    from flashtriton.configs import make_params
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    q = t(1, 64, 2, 64)
+    with pytest.raises(ValueError, match=f"regs={regs} on {block_m // 64} consumers"):
+        attn_fwd_gluon(q, q, q, make_params(64), block_m, 128, 4, regs=regs)
+
+
+def test_consumer_regs_default():
+    """Two consumers run on 240 registers; three on 152 in float8 or under a causal mask
+    (ptxas spills less there), else 160; every default leaves the producer its floor."""
+    from flashtriton.kernels.fwd_gluon import (PRODUCER_MIN_REGS, SM_REGISTERS,
+                                               consumer_regs)
+
+    assert [consumer_regs(2, f, c) for f in (False, True) for c in (False, True)] == [240] * 4
+    assert consumer_regs(3, False, False) == 160
+    assert [consumer_regs(3, True, False), consumer_regs(3, True, True),
+            consumer_regs(3, False, True)] == [152] * 3
+    for n in (2, 3):
+        left = SM_REGISTERS - n * 128 * consumer_regs(n, False, False)
+        assert left >= 128 * PRODUCER_MIN_REGS
+
+
 def test_gluon_launchers_reject_unknown_options():
     """The persistent forward's tile order is 'head', 'row', 'greedy[N]' or None (a greedy table
     in either pass only with a persistent launch), and head dim 256 does not run

@@ -225,11 +225,11 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  DESCALE, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
                  PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr, ROWSUM_MMA: gl.constexpr,
-                 HALF_TAIL: gl.constexpr):
+                 HALF_TAIL: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
     producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
-    CONSUMER_WARPS warps (the consumers) own BLOCK_M rows each and share every K/V tile (see the
-    module docstring). float8_e4m3fn inputs: V keys-minor (``_ws_producer``), O bfloat16,
+    CONSUMER_WARPS warps (the consumers, CONSUMER_REGS registers a thread: ``consumer_regs``)
+    own BLOCK_M rows each and share every K/V tile (see the module docstring). float8_e4m3fn inputs: V keys-minor (``_ws_producer``), O bfloat16,
     ``DESCALE`` the q, k, v descales (``_ws_consumer``)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
@@ -283,10 +283,11 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     if CONSUMERS == 3:
         gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work),
                             (_ws_consumer1, work), (_ws_consumer2, work)],
-                           [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
+                           [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS],
+                           [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])
     else:
         gl.warp_specialize([(_ws_producer, loads), (_ws_consumer0, work), (_ws_consumer1, work)],
-                           [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+                           [CONSUMER_WARPS, CONSUMER_WARPS], [CONSUMER_REGS, CONSUMER_REGS])
 
 
 @gluon.jit
@@ -498,7 +499,8 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          CONSUMER_WARPS: gl.constexpr, PINGPONG: gl.constexpr,
                          CONSUMERS: gl.constexpr, ONE_PATH: gl.constexpr,
-                         ROWSUM_MMA: gl.constexpr, HALF_TAIL: gl.constexpr):
+                         ROWSUM_MMA: gl.constexpr, HALF_TAIL: gl.constexpr,
+                         CONSUMER_REGS: gl.constexpr):
     """The warp-specialized forward as a persistent kernel: one program per SM walks the tiles
     (CONSUMERS·BLOCK_M rows of a head) t = program_id, + num_programs, …, in ``_pers_tile``'s order
     (``order``: causal, longest first, in a snake); partitions as
@@ -565,10 +567,12 @@ def _attn_fwd_persistent(Q, K, V, O, LSE,
     if CONSUMERS == 3:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
                             (_pers_consumer1, work), (_pers_consumer2, work)],
-                           [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS], [160, 160, 160])
+                           [CONSUMER_WARPS, CONSUMER_WARPS, CONSUMER_WARPS],
+                           [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])
     else:
         gl.warp_specialize([(_pers_producer, loads), (_pers_consumer0, work),
-                            (_pers_consumer1, work)], [CONSUMER_WARPS, CONSUMER_WARPS], [240, 240])
+                            (_pers_consumer1, work)], [CONSUMER_WARPS, CONSUMER_WARPS],
+                           [CONSUMER_REGS, CONSUMER_REGS])
 
 
 def gluon_eligible(q, k, v, params, attn_mask, alibi_slopes, varlen: bool) -> bool:
@@ -628,10 +632,30 @@ ROWSUM_MMA_HEAD_DIMS = (64,)
 FP8_ROWSUM_MMA_HEAD_DIMS: tuple[int, ...] = (64, 128)
 
 
+# The SM's registers and the least a warp-specialized partition runs on (PTX setmaxnreg's
+# floor): the producer warpgroup takes what the consumers leave, and needs this much.
+SM_REGISTERS = 65536
+PRODUCER_MIN_REGS = 24
+
+
+def consumer_regs(consumers: int, fp8: bool, causal: bool) -> int:
+    """A thread's registers on each consumer warpgroup (4 warps) of the Gluon forward.
+    Two consumers: 240 (the producer warpgroup keeps 32). Three: 160 is the most that leaves
+    the producer its floor, but ptxas spills less at 152 in the float8 kernels and in the
+    16-bit causal persistent one: offline at d64, sm_90a (docs/perf-log.md, session 76), local
+    loads / stores a step at 160 against 152: float8 persistent 9 / 9 against 4 / 4 (both
+    masks; 488 bytes spilled against 392), float8 one program per tile 3 / 3 against 3 / 1,
+    bf16 causal persistent 13 / 13 against 10 / 10, and bf16 without a mask 5 / 5 against
+    10 / 10, which keeps 160. At 144 every one of them spills more."""
+    if consumers == 2:
+        return 240
+    return 152 if fp8 or causal else 160
+
+
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
                    num_stages: int = 2, pingpong: bool = False, persistent: bool = False,
                    tile_order: str | None = None, plan_key=None, rowsum_mma: bool | None = None,
-                   half_tail: bool | None = None, descale=None):
+                   half_tail: bool | None = None, descale=None, regs: int | None = None):
     """Launch the Gluon forward (see :func:`gluon_eligible`): block_m rows per program, split
     between consumer warpgroups of num_warps warps, two of them, or three when block_m is 192
     (64 rows each); block_n keys per tile, num_stages-deep K/V rings (head dim 256: two
@@ -656,6 +680,8 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     cores they are of P as rounded to e4m3, the weights P·V gives V, so the lse is within
     log(1 + 2^-4) more, and P is taken against the max less ``fwd_gluon_tile.FP8_P_SHIFT``.
     V is copied keys-minor (``fp8_keys_minor``).
+    ``regs``: a thread's registers on each consumer, by default ``consumer_regs``'s; a
+    multiple of 8 that leaves the producer warpgroup ``PRODUCER_MIN_REGS``.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
     rows = block_m // consumers
@@ -665,6 +691,14 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                          f"consumers: 4 warps each)")
     d = q.shape[-1]
     fp8 = q.dtype == torch.float8_e4m3fn
+    causal = params.window_right == 0
+    if regs is None:
+        regs = consumer_regs(consumers, fp8, causal)
+    elif (regs % 8 or regs < PRODUCER_MIN_REGS
+          or consumers * num_warps * 32 * regs > SM_REGISTERS - 4 * 32 * PRODUCER_MIN_REGS):
+        raise ValueError(f"attn_fwd_gluon: regs={regs} on {consumers} consumers of {num_warps} "
+                         f"warps: a multiple of 8 from {PRODUCER_MIN_REGS} that leaves the "
+                         f"producer warpgroup {PRODUCER_MIN_REGS} registers a thread")
     if fp8:
         if descale is None:
             raise ValueError("attn_fwd_gluon: float8 inputs need descale (q, k, v descales)")
@@ -687,7 +721,6 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     elif rowsum_mma and d == 256:
         raise ValueError("attn_fwd_gluon: rowsum_mma at head dim 256 is not built (its "
                          "persistent kernel spills already; never tested)")
-    causal = params.window_right == 0
     if half_tail is None:
         half_tail = causal and block_n == 2 * rows and d <= 128
     elif half_tail and (d > 128 or block_n % 32):
@@ -720,7 +753,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
                *lse.stride()[:2])
     meta = dict(HEAD_DIM=d, BLOCK_M=rows, BLOCK_N=block_n, STAGES=num_stages,
                 CAUSAL=causal, CONSUMER_WARPS=num_warps, PINGPONG=pingpong, CONSUMERS=consumers,
-                ROWSUM_MMA=rowsum_mma, HALF_TAIL=bool(half_tail),
+                ROWSUM_MMA=rowsum_mma, HALF_TAIL=bool(half_tail), CONSUMER_REGS=regs,
                 num_warps=4, maxnreg=None if consumers == 3 else maxnreg)
     if persistent:
         tiles = cdiv(seqlen_q, block_m) * batch * nheads
