@@ -47,6 +47,9 @@ def parse_space(spec: str) -> list[KernelConfig]:
         blocks, warps, stages, loads = part.split(";")
         for bl, w, st, token in itertools.product(blocks.split(","), warps.split(","),
                                                   stages.split(","), loads.split(",")):
+            token, _, regs = token.partition("+r")  # "+rN": a Gluon consumer's registers
+            if regs and not regs.isdigit():
+                raise SystemExit(f"tune.py: '+r{regs}': after '+r' a register count")
             ld, _, order = token.partition("@")  # "@greedy[N]": tile_order
             if order and not order.startswith("greedy"):
                 raise SystemExit(f"tune.py: {token!r}: after '@' only greedy or greedyN")
@@ -61,7 +64,8 @@ def parse_space(spec: str) -> list[KernelConfig]:
                 split_dq=ld.startswith("gluonsplit"), defer_dq="defer" in ld,
                 dq_on_empty="empty" in ld, dq_alternate="alt" in ld, persistent="pers" in ld,
                 tile_order=(order or ("row" if ld.endswith("row") else
-                                      "head" if ld.endswith("head") else None))))
+                                      "head" if ld.endswith("head") else None)),
+                regs=int(regs) if regs else None))
     return configs
 
 
@@ -106,7 +110,8 @@ def main():
     # the persistent forward with its causal tiles listed head- or row-block-major (any
     # persistent token + "@greedy" or "@greedyN": kernels/schedule.py's host-made table);
     # gluonsep[pers] = the head-dim-256 Gluon dK/dV kernel, then its Gluon dQ kernel, both
-    # persistent with pers)
+    # persistent with pers; a Gluon forward token + "+rN": N registers a consumer thread,
+    # fwd_gluon.attn_fwd_gluon's regs)
     space_help = ("'blocks;warps;stages;loads', several joined by '|'; blocks as M:N, each field "
                   "a comma list; loads: " + ", ".join(LOADS))
     ap.add_argument("--fwd-space", default="128:64,128:128;4,8;2,3,4;tma,ws", help=space_help)

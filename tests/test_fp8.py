@@ -181,6 +181,25 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
 
 
 @gluon_only
+@pytest.mark.parametrize("regs", [152])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,blocks", [
+    (2, 2048, 2048, 4, 2, 64, True, (*THREE, True, "greedy")),   # persistent, the host's table
+    (2, 777, 901, 4, 2, 64, False, (*THREE, True)),              # persistent, GQA
+    (2, 777, 901, 4, 2, 64, False, THREE),                       # one program per tile
+], ids=["b2-sq2048-d64-causal-persistent-greedy", "b2-sq777-sk901-d64-persistent",
+        "b2-sq777-sk901-d64"])
+def test_gluon_fp8_three_consumers_on_fewer_registers(b, sq, sk, h, hk, d, causal, blocks,
+                                                      regs):
+    """Three float8 consumers on fewer registers a thread than ``consumer_regs``' 160
+    (``attn_fwd_gluon``'s ``regs``; at 152 ptxas spills less a step, session 76): the same
+    results, persistent and one program per tile."""
+    (q8, k8, v8), descales, deq = quantized_inputs(b, sq, sk, h, hk, d)
+    out, lse = attn_fwd_gluon(q8, k8, v8, make_params(d, causal=causal), *blocks,
+                              descale=torch.cat(descales), regs=regs)
+    check_fp8(out, lse, deq, causal, extra=rowsum_extra(d))
+
+
+@gluon_only
 @pytest.mark.parametrize("rowsum_mma", [True, False], ids=["mma", "float32"])
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal", [
     (2, 1000, 1000, 4, 4, 128, False),

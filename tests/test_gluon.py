@@ -202,6 +202,27 @@ def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blo
     check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
 
 
+@pytest.mark.parametrize("regs", [152])
+@pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", [
+    case(2, 1000, 1000, 8, 8, 64, True, BF16, (*C3PPPERS, "greedy")),
+    case(2, 777, 901, 8, 2, 64, False, F16, C3PPPERS),
+    case(1, 700, 300, 4, 4, 64, True, BF16, C3PP),
+])
+def test_gluon_forward_three_consumers_on_fewer_registers(b, sq, sk, h, hk, d, causal, dtype,
+                                                          blocks, regs):
+    """Three consumers on fewer registers a thread than ``consumer_regs``' 160
+    (``attn_fwd_gluon``'s ``regs``; at 152 ptxas spills differently and serializes 16-bit
+    MMAs, session 76): the same results, persistent and one program per tile, both masks."""
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
+
+    q = randn(b, sq, h, d, dtype=dtype)
+    k = randn(b, sk, hk, d, dtype=dtype)
+    v = randn(b, sk, hk, d, dtype=dtype)
+    params = make_params(d, causal=causal)
+    out, lse = attn_fwd_gluon(q, k, v, params, *blocks, regs=regs)
+    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
+
+
 @pytest.mark.parametrize("d,causal,dtype,blocks", [
     pytest.param(64, False, BF16, (128, 128, 4, 2, False, True), id="d64-persistent"),
     pytest.param(64, True, F16, (128, 128, 4, 2, False, True), id="d64-causal-fp16-persistent"),

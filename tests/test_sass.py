@@ -293,6 +293,27 @@ def test_gluon_float8_three_consumer_persistent_forward_compiles():
         assert loop["local_loads"] <= 9 and loop["local_stores"] <= 9, loop
 
 
+@pytest.mark.parametrize("entry, causal, regs, per_step", [
+    ("gluon_fwd_fp8_persistent", False, 160, 9), ("gluon_fwd_fp8_persistent", False, 152, 4),
+    ("gluon_fwd_fp8_persistent", True, 160, 9), ("gluon_fwd_fp8_persistent", True, 152, 4),
+    ("gluon_fwd_persistent", True, 160, 13), ("gluon_fwd_persistent", False, 160, 5),
+])
+def test_three_consumers_spill_by_registers(entry, causal, regs, per_step):
+    """The d64 three-consumer persistent forwards at 160 registers a consumer thread (what
+    ships, ``fwd_gluon.consumer_regs``), and float8's at 152 (``--regs``, the candidate of
+    session 76): MMAs not serialized, and local loads and stores a step no more than ptxas
+    gave then, both masks. At 152 float8 spills less a step; bf16 is not a candidate there:
+    ptxas serializes its warpgroup MMAs at 152 (both masks, session 76)."""
+    args = ["--kernel", entry, "--headdim", "64", "--block-m", "192", "--regs", str(regs)]
+    r = _sass(*args, *(["--causal"] if causal else []))
+    assert r["constexprs"]["CONSUMERS"] == 3 and r["constexprs"]["CAUSAL"] is causal
+    assert r["constexprs"]["CONSUMER_REGS"] == regs and r["regs"] == regs
+    assert not r["wgmma_serialized"] and r["register_a_writes"] == []
+    assert len(r["mma_loops"]) == 3, "one step loop a consumer"
+    for loop in r["mma_loops"]:
+        assert loop["local_loads"] <= per_step and loop["local_stores"] <= per_step, loop
+
+
 def test_cli_lists_each_loops_opcodes():
     """``flashtriton sass --opcodes N``: under each innermost MMA loop, its N most frequent
     opcodes with their counts, most first."""
@@ -368,6 +389,10 @@ def test_gluon_backward_d256_dq_fits_an_sm():
     (["--kernel", "no_such_kernel"], 2, "unknown kernel 'no_such_kernel'; known: production_fwd"),
     (["--kernel", "gluon_bwd_d256", "--headdim", "128"], 1, "covers 256, not 128"),
     (["--opcodes", "-1"], 2, "--opcodes takes a count of 0 or more, not -1"),
+    (["--kernel", "v1", "--causal"], 1, "v1 has no causal mask"),
+    (["--kernel", "gluon_bwd", "--regs", "152"], 1, "regs applies to the Gluon forward"),
+    (["--kernel", "gluon_fwd_fp8_persistent", "--headdim", "64", "--block-m", "192", "--regs",
+      "168"], 1, "regs=168 on 3 consumers of 4 warps"),
 ])
 def test_cli_errors_are_one_line(args, code, message):
     """A wrong registry name or a head dim the entry's launcher refuses: a one-line error and

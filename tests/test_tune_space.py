@@ -48,3 +48,17 @@ def test_spaces_joined_and_products(tune):
 def test_unknown_token_refused(tune):
     with pytest.raises(SystemExit, match="unknown loads token 'gluonsplitempty'"):
         tune.parse_space("64:128;4;2;gluonsplitempty")
+
+
+def test_consumer_registers_token(tune):
+    """``+rN`` after a forward's loads token (and its tile order) sets the Gluon consumers'
+    registers; without it the launcher's default (``regs`` None)."""
+    plain, regs, ordered = tune.parse_space(
+        "192:128;4;2;gluonpppers,gluonpppers+r152,gluonpppers@greedy+r144")
+    assert plain.regs is None and plain.persistent and plain.pingpong
+    assert regs.regs == 152 and regs.persistent and regs.tile_order is None
+    assert ordered.regs == 144 and ordered.tile_order == "greedy"
+    with pytest.raises(SystemExit, match="unknown loads token 'gluonpppers\\+'"):
+        tune.parse_space("192:128;4;2;gluonpppers++r152")
+    with pytest.raises(SystemExit, match="after '\\+r' a register count"):
+        tune.parse_space("192:128;4;2;gluonpppers+rx")

@@ -103,6 +103,8 @@ class KernelConfig:
     #                               list; both directions at head dim 64/128, persistent:
     #                               "greedy[N]", a host-made table of each program's tiles
     #                               (kernels/schedule.py); None: the launcher's default
+    regs: int | None = None  # Gluon forward: a thread's registers on each consumer warpgroup;
+    #                          None: fwd_gluon.consumer_regs's (240 on two, 160 on three)
 
 
 # Every sweep named below was timed with do_bench's 25 ms warm-up, before session 9 found that

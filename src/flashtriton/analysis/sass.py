@@ -58,6 +58,7 @@ class Shape:
     allow_tf32: bool = False
     causal: bool = False
     config: object = None
+    regs: int | None = None  # the Gluon forward's registers a consumer thread (None: its own)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ class SassEntry:
     """``launch(shape)`` calls a launcher on CPU tensors; the launches of ``kernel`` are
     compiled (the first one unless ``index`` says otherwise); ``head_dim``: the head dim the
     CLI compiles when ``--headdim`` is not given; ``dtype``: the inputs' dtype where the entry
-    takes only one (``--dtype`` is then not read)."""
+    takes only one (``--dtype`` is then not read); ``takes_regs``: the launcher takes a
+    consumer's registers (the Gluon forward's ``regs``, ``--regs``); ``takes_causal``: the
+    launcher builds a causal kernel (``--causal``; the ladder's forwards have no mask)."""
 
     description: str
     launch: Callable
@@ -73,6 +76,8 @@ class SassEntry:
     index: int = 0
     head_dim: int = 128
     dtype: str | None = None
+    takes_regs: bool = False
+    takes_causal: bool = True
 
 
 def _qkv(dtype, head_dim, seqlen=256, heads=2):
@@ -115,7 +120,7 @@ def _gluon_fwd(persistent: bool):
                                  make_params(shape.head_dim, causal=shape.causal),
                                  shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
                                  cfg.num_warps, cfg.num_stages, cfg.pingpong, persistent,
-                                 cfg.tile_order if persistent else None)
+                                 cfg.tile_order if persistent else None, regs=shape.regs)
     return launch
 
 
@@ -135,7 +140,7 @@ def _gluon_fwd_fp8(persistent: bool):
                                  make_params(shape.head_dim, causal=shape.causal),
                                  shape.block_m or cfg.block_m, shape.block_n or cfg.block_n,
                                  cfg.num_warps, cfg.num_stages, cfg.pingpong, persistent,
-                                 descale=torch.ones(3))
+                                 descale=torch.ones(3), regs=shape.regs)
     return launch
 
 
@@ -202,14 +207,15 @@ def _production_bwd(deterministic: bool):
 KERNELS: dict[str, SassEntry] = {
     "production_fwd": SassEntry("the library's forward (kernels/fwd.py)", _production_fwd, "_attn_fwd"),
     "gluon_fwd": SassEntry("the Gluon forward sm_90 runs for 16-bit d64/d128 (kernels/fwd_gluon.py)",
-                           _gluon_fwd(False), "_attn_fwd_ws"),
+                           _gluon_fwd(False), "_attn_fwd_ws", takes_regs=True),
     "gluon_fwd_fp8": SassEntry("the Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
-                               _gluon_fwd_fp8(False), "_attn_fwd_ws", dtype="float8_e4m3fn"),
+                               _gluon_fwd_fp8(False), "_attn_fwd_ws", dtype="float8_e4m3fn",
+                               takes_regs=True),
     "gluon_fwd_fp8_persistent": SassEntry(
         "the persistent Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
-        _gluon_fwd_fp8(True), "_attn_fwd_persistent", dtype="float8_e4m3fn"),
+        _gluon_fwd_fp8(True), "_attn_fwd_persistent", dtype="float8_e4m3fn", takes_regs=True),
     "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, opt-in (kernels/fwd_gluon.py)",
-                                      _gluon_fwd(True), "_attn_fwd_persistent"),
+                                      _gluon_fwd(True), "_attn_fwd_persistent", takes_regs=True),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),
     "gluon_bwd_d256": SassEntry("the Gluon dK/dV kernel at head dim 256, dQ left to a kernel "
@@ -224,10 +230,11 @@ KERNELS: dict[str, SassEntry] = {
                                          _production_bwd(True), "_attn_bwd_dkdv"),
     "production_bwd_dq": SassEntry("deterministic backward's dQ kernel (kernels/bwd.py)",
                                    _production_bwd(True), "_attn_bwd_dq"),
-    "v1": SassEntry("ladder v1", _ladder_launch("v1"), "_ladder_v1_fwd"),
-    "v2": SassEntry("ladder v2", _ladder_launch("v2"), "_ladder_v2_fwd"),
-    "v2_kt": SassEntry("ladder v2_kt", _ladder_launch("v2_kt"), "_ladder_v2_kt_fwd"),
-    "v2_pad": SassEntry("ladder v2_pad", _ladder_launch("v2_pad"), "_ladder_v2_fwd"),
+    "v1": SassEntry("ladder v1", _ladder_launch("v1"), "_ladder_v1_fwd", takes_causal=False),
+    "v2": SassEntry("ladder v2", _ladder_launch("v2"), "_ladder_v2_fwd", takes_causal=False),
+    "v2_kt": SassEntry("ladder v2_kt", _ladder_launch("v2_kt"), "_ladder_v2_kt_fwd", takes_causal=False),
+    "v2_pad": SassEntry("ladder v2_pad", _ladder_launch("v2_pad"), "_ladder_v2_fwd",
+                        takes_causal=False),
 }
 
 
@@ -557,10 +564,12 @@ def compile_launch(launch: dict) -> dict:
 
 def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim: int = 128,
                 block_m: int | None = None, block_n: int | None = None, loads: str = "tma",
-                allow_tf32: bool = False) -> dict:
+                allow_tf32: bool = False, causal: bool = False, regs: int | None = None) -> dict:
     """Compile registry entry ``name`` in this process (needs TRITON_INTERPRET unset).
     ``loads="tma"``: the kernel as the H200 runs it; ``"pointer"``: the pointer-load fallback.
-    ``allow_tf32``: float32 dots in tf32 (the default is true fp32, as the library's)."""
+    ``allow_tf32``: float32 dots in tf32 (the default is true fp32, as the library's).
+    ``causal``: the causal kernel; ``regs``: the Gluon forward's registers a consumer thread
+    (None: the launcher's ``consumer_regs``)."""
     import torch
 
     from flashtriton.kernels.common import is_interpreting
@@ -570,20 +579,26 @@ def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim:
     if name not in KERNELS:
         raise ValueError(f"kernel: unknown {name!r}; known: {', '.join(KERNELS)}")
     entry = KERNELS[name]
+    if causal and not entry.takes_causal:
+        raise ValueError(f"sass: {name} has no causal mask")
+    if regs is not None and not entry.takes_regs:
+        raise ValueError(f"sass: regs applies to the Gluon forward entries, not {name}")
     dtype = entry.dtype or dtype
-    shape = Shape(getattr(torch, dtype), head_dim, block_m, block_n, allow_tf32)
+    shape = Shape(getattr(torch, dtype), head_dim, block_m, block_n, allow_tf32, causal,
+                  regs=regs)
     launches = capture_launches(lambda: entry.launch(shape), loads)
     launches = [x for x in launches if x["name"] == entry.kernel]
     if len(launches) <= entry.index:
         raise RuntimeError(f"sass: {name}'s launcher did not launch {entry.kernel} "
                            f"(the registry entry needs updating)")
     report = compile_launch(launches[entry.index])
-    report.update(entry=name, dtype=dtype, head_dim=head_dim, allow_tf32=allow_tf32)
+    report.update(entry=name, dtype=dtype, head_dim=head_dim, allow_tf32=allow_tf32,
+                  causal=causal, regs=regs)
     return report
 
 
 def report_in_child(name="production_fwd", dtype="bfloat16", head_dim=128, block_m=None, block_n=None,
-                    loads="tma", allow_tf32=False) -> dict:
+                    loads="tma", allow_tf32=False, causal=False, regs=None) -> dict:
     """:func:`sass_report` in a fresh Python with TRITON_INTERPRET=0 (safe from tests and the interpreter)."""
     cmd = [sys.executable, "-m", "flashtriton.cli", "sass", "--kernel", name, "--dtype", dtype,
            "--headdim", str(head_dim), "--loads", loads, "--json", "--in-process"]
@@ -593,6 +608,10 @@ def report_in_child(name="production_fwd", dtype="bfloat16", head_dim=128, block
         cmd += ["--block-n", str(block_n)]
     if allow_tf32:
         cmd += ["--allow-tf32"]
+    if causal:
+        cmd += ["--causal"]
+    if regs is not None:
+        cmd += ["--regs", str(regs)]
     env = dict(os.environ, TRITON_INTERPRET="0")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
@@ -611,6 +630,10 @@ def add_cli_arguments(parser) -> None:
                         help="tma: tensor-descriptor loads where the launcher uses them on an sm_90 GPU "
                              "(what the H200 runs); pointer: the pointer-load fallback")
     parser.add_argument("--allow-tf32", action="store_true", help="float32 dots in tf32 (default: true fp32)")
+    parser.add_argument("--causal", action="store_true", help="the causal kernel (default: no mask)")
+    parser.add_argument("--regs", type=int, default=None, metavar="N",
+                        help="the Gluon forward entries: N registers a consumer thread "
+                             "(default: the launcher's own, 240 on two consumers, 160 on three)")
     parser.add_argument("--opcodes", type=int, default=0, metavar="N",
                         help="also list each innermost MMA loop's N most frequent opcodes "
                              "(with --json every loop's opcodes are in the object anyway)")
@@ -634,7 +657,7 @@ def run_cli(args) -> int:
         return 2
     head_dim = KERNELS[args.kernel].head_dim if args.headdim is None else args.headdim
     call = (args.kernel, args.dtype, head_dim, args.block_m, args.block_n, args.loads,
-            args.allow_tf32)
+            args.allow_tf32, args.causal, args.regs)
     if args.in_process:
         r = sass_report(*call)
     else:

@@ -248,7 +248,7 @@ def attn_fwd(q, k, v, params: AttnParams, attn_mask=None, alibi_slopes=None,
                                                         varlen):
         return attn_fwd_gluon(q, k, v, params, cfg.block_m, cfg.block_n, cfg.num_warps,
                               cfg.num_stages, cfg.pingpong, cfg.persistent, cfg.tile_order,
-                              plan_key=key, descale=descale)
+                              plan_key=key, descale=descale, regs=cfg.regs)
     if cfg is None or cfg.gluon:  # a call the Gluon kernel does not cover: the tuned tl config
         cfg = fwd_config(q.dtype, head_dim, params.has_right, dropout)
     if varlen:

@@ -641,13 +641,13 @@ PRODUCER_MIN_REGS = 24
 def consumer_regs(consumers: int, fp8: bool, causal: bool) -> int:
     """A thread's registers on each consumer warpgroup (4 warps) of the Gluon forward: 240 on
     two consumers (the producer warpgroup keeps 32), 160 on three (the most that leaves the
-    producer its floor, ``PRODUCER_MIN_REGS``). ``fp8`` and ``causal`` choose nothing yet:
-    offline at d64 (sm_90a, docs/perf-log.md, session 76) ptxas spills less a step at 152 in
-    the float8 kernels and the 16-bit causal persistent one (local loads / stores a step at
-    160 against 152: float8 persistent 9 / 9 against 4 / 4, both masks; float8 one program per
-    tile 3 / 3 against 3 / 1; bf16 causal persistent 13 / 13 against 10 / 10), more without a
-    mask in bf16 (5 / 5 against 10 / 10), and more everywhere at 144. 152 is not yet run on a
-    GPU: a candidate (``attn_fwd_gluon``'s ``regs``, ``scripts/fp8_probe.py --regs``)."""
+    producer its floor, ``PRODUCER_MIN_REGS``). ``fp8`` and ``causal`` choose nothing yet.
+    Offline at d64 (sm_90a, docs/perf-log.md, session 76), local loads / stores a step at 160
+    against 152: float8 persistent 9 / 9 against 4 / 4 (both masks), float8 one program per
+    tile 3 / 3 against 3 / 1; bf16 persistent 13 / 13 against 10 / 10 causal, 5 / 5 against
+    10 / 10 without a mask, but at 152 ptxas serializes bf16's warpgroup MMAs (both masks).
+    At 144 every one of them spills more. float8 at 152 is not yet run on a GPU: a candidate
+    (``attn_fwd_gluon``'s ``regs``, ``scripts/fp8_probe.py --regs``)."""
     del fp8, causal  # (see above)
     return 240 if consumers == 2 else 160
 
