@@ -82,7 +82,9 @@ def test_innermost_mma_loops():
         /*0110*/                   BRA 0x40 ;
 """
     assert mma_loops(sass) == [{"start": 0x30, "end": 0x90, "instructions": 10, "mma": 2,
-                                "local_loads": 1, "local_stores": 0, "shared_stores": 1,
+                                "local_loads": 1, "local_stores": 0,
+                                "every_step_local_loads": 1, "every_step_local_stores": 0,
+                                "shared_stores": 1,
                                 "barriers": 1, "fences": 1, "uniform_moves": 1,
                                 # two 64x64x16 bf16 MMAs, A and B from shared memory
                                 "mma_flops": 2 * 2 * 64 * 64 * 16,
@@ -93,6 +95,33 @@ def test_innermost_mma_loops():
     assert list(mma_loops(sass)[0]["opcodes"]) == ["BRA", "HGMMA", "SYNCS", "LDL", "STS",
                                                     "MEMBAR", "R2UR", "BAR"]
     assert mma_loops(SASS_SAMPLE) == []  # no backward branch
+
+
+def test_mma_loop_spills_on_every_path():
+    """A step loop's local loads and stores, and those on every path through a step: not the
+    ones a forward branch inside the loop jumps over (an if block, and the else block that
+    the if side's jump passes), nor a predicated one; a branch out of the loop (a wait's
+    retry code) skips nothing."""
+    sass = """
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ;
+        /*0020*/              @!P0 BRA 0x200 ;
+        /*0030*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT, gsb0 ;
+        /*0040*/                   STL [R1], R2 ;
+        /*0050*/              @!P1 BRA 0x80 ;
+        /*0060*/                   STL [R1+0x4], R3 ;
+        /*0070*/                   BRA 0x90 ;
+        /*0080*/                   LDL R3, [R1+0x4] ;
+        /*0090*/                   LDL R2, [R1] ;
+        /*00a0*/              @P2 LDL R4, [R1+0x8] ;
+        /*00b0*/               @P3 BRA 0x10 ;
+        /*00c0*/                   EXIT ;
+        /*0200*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ;
+        /*0210*/                   BRA 0x20 ;
+"""
+    (loop,) = mma_loops(sass)
+    assert (loop["start"], loop["end"]) == (0x10, 0xb0)
+    assert (loop["local_loads"], loop["local_stores"]) == (3, 2)
+    assert (loop["every_step_local_loads"], loop["every_step_local_stores"]) == (1, 1)
 
 
 @pytest.mark.parametrize("op, operands, work", [
@@ -303,7 +332,8 @@ def test_three_consumers_spill_by_registers(entry, causal, regs, per_step):
     ships, ``fwd_gluon.consumer_regs``), and float8's at 152 (``--regs``, the candidate of
     session 76): MMAs not serialized, and local loads and stores a step no more than ptxas
     gave then, both masks. At 152 float8 spills less a step; bf16 is not a candidate there:
-    ptxas serializes its warpgroup MMAs at 152 (both masks, session 76)."""
+    ptxas serializes its warpgroup MMAs at 152 (both masks, session 76). bf16's spills at 160
+    are all in the masked tiles' branch; float8's are on every path."""
     args = ["--kernel", entry, "--headdim", "64", "--block-m", "192", "--regs", str(regs)]
     r = _sass(*args, *(["--causal"] if causal else []))
     assert r["constexprs"]["CONSUMERS"] == 3 and r["constexprs"]["CAUSAL"] is causal
@@ -312,6 +342,11 @@ def test_three_consumers_spill_by_registers(entry, causal, regs, per_step):
     assert len(r["mma_loops"]) == 3, "one step loop a consumer"
     for loop in r["mma_loops"]:
         assert loop["local_loads"] <= per_step and loop["local_stores"] <= per_step, loop
+        # float8's on every path through a step (P's float16 pairs across the back edge),
+        # bf16's only in the masked tiles' branch
+        every = per_step if entry.startswith("gluon_fwd_fp8") else 0
+        assert loop["every_step_local_loads"] <= every, loop
+        assert loop["every_step_local_stores"] <= every, loop
 
 
 def test_cli_lists_each_loops_opcodes():

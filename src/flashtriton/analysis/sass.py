@@ -346,20 +346,40 @@ def wgmma_work(op: str, operands: str) -> tuple[int, int]:
     return 2 * m * n * k, (n * k + (0 if a_in_registers else m * k)) * size
 
 
+def _every_path(body: list[tuple[int, str | None, str, str]]) -> list[str]:
+    """The opcodes of a loop body's (``guarded_instructions``, the loop's back branch last)
+    instructions that run on every path through one iteration: not predicated, and not between
+    a forward branch and its target where both lie inside the body (code some paths jump
+    over: the branch's own skipped block, or an ``else`` block that the other side's jump
+    passes). A branch out of the body (a wait's retry code, an exit) skips nothing here."""
+    first, last = body[0][0], body[-1][0]
+    skipped = []
+    for addr, _, op, rest in body[:-1]:
+        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
+        if target is not None and addr < int(target.group(1), 16) <= last:
+            skipped.append((addr, int(target.group(1), 16)))
+    return [op for addr, guard, op, _ in body if guard is None and addr >= first
+            and not any(lo < addr < hi for lo, hi in skipped)]
+
+
 def mma_loops(sass: str) -> list[dict]:
     """The innermost loops that hold matrix instructions: for each backward branch (a ``BRA``
     to a lower address) the instructions from its target to itself, kept when they hold a
     warpgroup MMA (or ``HMMA``), no ``EXIT`` and no smaller such loop. For a kernel's main
     loop this is one step's code (in a warp-specialized kernel, one loop per consumer
     partition). Each: first and last address, instructions, matrix instructions, local loads
-    and stores (spills inside the loop), shared-memory stores, ``BAR`` barriers, ``MEMBAR``
+    and stores (spills inside the loop) and how many of those are on every path through a step
+    (``every_step_local_loads`` / ``_stores``: neither predicated nor in code that a forward
+    branch to another place in the loop jumps over, such as a masked tile's branch: the others
+    run only on some steps), shared-memory stores, ``BAR`` barriers, ``MEMBAR``
     fences (a ``fence.proxy.async`` before a TMA or MMA reads what the threads stored brings
     one), ``R2UR`` moves to uniform registers (a wgmma descriptor kept in ordinary
     registers takes two at each use), and its warpgroup MMAs' FLOPs and the bytes they read
     from shared memory (``wgmma_work``: a step's tensor work and the operand traffic that
     shared memory must carry for it), and ``opcodes``: how many of each opcode (its name up to
     the first dot) the loop holds, most first (what a step's instructions are spent on)."""
-    lines = sass_instructions(sass)
+    guarded = guarded_instructions(sass)
+    lines = [(addr, op, rest) for addr, _, op, rest in guarded]
     loops = []
     for i, (addr, op, rest) in enumerate(lines):
         target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
@@ -367,6 +387,7 @@ def mma_loops(sass: str) -> list[dict]:
             continue
         start = int(target.group(1), 16)
         body = [x for x in lines[:i + 1] if x[0] >= start]
+        always = _every_path([x for x in guarded[:i + 1] if x[0] >= start])
         ops = Counter(o.split(".")[0] for _, o, _ in body)
         mma = sum(ops[n] for n in MMA_OPS)
         # (a wait's retry code sits after the kernel's exits and branches back up to the
@@ -376,6 +397,8 @@ def mma_loops(sass: str) -> list[dict]:
             loops.append({"start": start, "end": addr, "instructions": len(body), "mma": mma,
                           "local_loads": sum(o.startswith("LDL") for _, o, _ in body),
                           "local_stores": sum(o.startswith("STL") for _, o, _ in body),
+                          "every_step_local_loads": sum(o.startswith("LDL") for o in always),
+                          "every_step_local_stores": sum(o.startswith("STL") for o in always),
                           "shared_stores": sum(o.startswith("STS") for _, o, _ in body),
                           "barriers": sum(o.startswith("BAR") for _, o, _ in body),
                           "fences": sum(o.startswith("MEMBAR") for _, o, _ in body),
@@ -684,8 +707,10 @@ def run_cli(args) -> int:
                           for x in spilling))
     for x in r["mma_loops"]:
         print(f"  innermost MMA loop {x['start']:#x}-{x['end']:#x}: {x['instructions']} "
-              f"instructions, {x['mma']} matrix, {x['local_loads']} local loads, "
-              f"{x['local_stores']} local stores, {x['shared_stores']} shared stores, "
+              f"instructions, {x['mma']} matrix, {x['local_loads']} local loads and "
+              f"{x['local_stores']} local stores ({x['every_step_local_loads']} and "
+              f"{x['every_step_local_stores']} on every path), "
+              f"{x['shared_stores']} shared stores, "
               f"{x['barriers']} barriers, {x['fences']} fences, "
               f"{x['uniform_moves']} moves to uniform registers, "
               f"warpgroup MMAs of {x['mma_flops']:,} FLOP reading {x['mma_shared_bytes']:,} "
