@@ -81,7 +81,8 @@ def test_innermost_mma_loops():
         /*0100*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R0 ;
         /*0110*/                   BRA 0x40 ;
 """
-    assert mma_loops(sass) == [{"start": 0x30, "end": 0x90, "instructions": 10, "mma": 2,
+    assert mma_loops(sass) == [{"start": 0x30, "end": 0x90, "instructions": 10,
+                                "step_fewest": 10, "step_most": 10, "mma": 2,
                                 "local_loads": 1, "local_stores": 0,
                                 "every_step_local_loads": 1, "every_step_local_stores": 0,
                                 "shared_stores": 1,
@@ -122,6 +123,8 @@ def test_mma_loop_spills_on_every_path():
     assert (loop["start"], loop["end"]) == (0x10, 0xb0)
     assert (loop["local_loads"], loop["local_stores"]) == (3, 2)
     assert (loop["every_step_local_loads"], loop["every_step_local_stores"]) == (1, 1)
+    # 11 instructions; a step runs 0x60-0x70 (the branch not taken) or 0x80 (taken)
+    assert (loop["instructions"], loop["step_fewest"], loop["step_most"]) == (11, 9, 10)
 
 
 @pytest.mark.parametrize("op, operands, work", [

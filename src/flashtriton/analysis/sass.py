@@ -362,12 +362,40 @@ def _every_path(body: list[tuple[int, str | None, str, str]]) -> list[str]:
             and not any(lo < addr < hi for lo, hi in skipped)]
 
 
+def _step_paths(body: list[tuple[int, str | None, str, str]]) -> tuple[int, int]:
+    """The fewest and the most instructions issued on a path through a loop body
+    (``guarded_instructions``, the back branch last) from its first instruction to its back
+    branch: a branch to a later place in the body is taken or not (an unguarded one always);
+    a branch out of the body (a wait's retry code, which comes back) is not followed.
+    Predicated instructions count: they issue either way."""
+    index = {addr: i for i, (addr, _, _, _) in enumerate(body)}
+    inf = float("inf")
+    fewest, most = [inf] * len(body), [-inf] * len(body)
+    fewest[0] = most[0] = 1
+    for i, (addr, guard, op, rest) in enumerate(body[:-1]):
+        if fewest[i] == inf:
+            continue  # not reached from the top
+        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
+        inside = target is not None and int(target.group(1), 16) in index \
+            and int(target.group(1), 16) > addr
+        nexts = [index[int(target.group(1), 16)]] if inside else []
+        if not (inside and guard is None):  # falls through unless it always jumps
+            nexts.append(i + 1)
+        for j in nexts:
+            fewest[j] = min(fewest[j], fewest[i] + 1)
+            most[j] = max(most[j], most[i] + 1)
+    return int(fewest[-1]), int(most[-1])
+
+
 def mma_loops(sass: str) -> list[dict]:
     """The innermost loops that hold matrix instructions: for each backward branch (a ``BRA``
     to a lower address) the instructions from its target to itself, kept when they hold a
     warpgroup MMA (or ``HMMA``), no ``EXIT`` and no smaller such loop. For a kernel's main
     loop this is one step's code (in a warp-specialized kernel, one loop per consumer
-    partition). Each: first and last address, instructions, matrix instructions, local loads
+    partition). Each: first and last address, instructions (and the fewest and the most that
+    one step issues, ``step_fewest`` / ``step_most``, along the paths of the loop's forward
+    branches: a step skips the code of the branches it does not take), matrix instructions,
+    local loads
     and stores (spills inside the loop) and how many of those are on every path through a step
     (``every_step_local_loads`` / ``_stores``: neither predicated nor in code that a forward
     branch to another place in the loop jumps over, such as a masked tile's branch: the others
@@ -394,7 +422,9 @@ def mma_loops(sass: str) -> list[dict]:
         # wait: its span holds an EXIT, a loop's body does not)
         if mma and not any(o == "EXIT" for _, o, _ in body):
             work = [wgmma_work(o, r) for _, o, r in body]  # (FLOPs, bytes) of each
-            loops.append({"start": start, "end": addr, "instructions": len(body), "mma": mma,
+            fewest, most = _step_paths([x for x in guarded[:i + 1] if x[0] >= start])
+            loops.append({"start": start, "end": addr, "instructions": len(body),
+                          "step_fewest": fewest, "step_most": most, "mma": mma,
                           "local_loads": sum(o.startswith("LDL") for _, o, _ in body),
                           "local_stores": sum(o.startswith("STL") for _, o, _ in body),
                           "every_step_local_loads": sum(o.startswith("LDL") for o in always),
@@ -707,7 +737,7 @@ def run_cli(args) -> int:
                           for x in spilling))
     for x in r["mma_loops"]:
         print(f"  innermost MMA loop {x['start']:#x}-{x['end']:#x}: {x['instructions']} "
-              f"instructions, {x['mma']} matrix, {x['local_loads']} local loads and "
+              f"instructions ({x['step_fewest']} to {x['step_most']} a step), {x['mma']} matrix, {x['local_loads']} local loads and "
               f"{x['local_stores']} local stores ({x['every_step_local_loads']} and "
               f"{x['every_step_local_stores']} on every path), "
               f"{x['shared_stores']} shared stores, "
