@@ -232,7 +232,8 @@ KERNELS: dict[str, SassEntry] = {
                                    _production_bwd(True), "_attn_bwd_dq"),
     "v1": SassEntry("ladder v1", _ladder_launch("v1"), "_ladder_v1_fwd", takes_causal=False),
     "v2": SassEntry("ladder v2", _ladder_launch("v2"), "_ladder_v2_fwd", takes_causal=False),
-    "v2_kt": SassEntry("ladder v2_kt", _ladder_launch("v2_kt"), "_ladder_v2_kt_fwd", takes_causal=False),
+    "v2_kt": SassEntry("ladder v2_kt", _ladder_launch("v2_kt"), "_ladder_v2_kt_fwd",
+                       takes_causal=False),
     "v2_pad": SassEntry("ladder v2_pad", _ladder_launch("v2_pad"), "_ladder_v2_fwd",
                         takes_causal=False),
 }
@@ -352,14 +353,14 @@ def _every_path(body: list[tuple[int, str | None, str, str]]) -> list[str]:
     a forward branch and its target where both lie inside the body (code some paths jump
     over: the branch's own skipped block, or an ``else`` block that the other side's jump
     passes). A branch out of the body (a wait's retry code, an exit) skips nothing here."""
-    first, last = body[0][0], body[-1][0]
+    last = body[-1][0]
     skipped = []
     for addr, _, op, rest in body[:-1]:
         target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
         if target is not None and addr < int(target.group(1), 16) <= last:
             skipped.append((addr, int(target.group(1), 16)))
-    return [op for addr, guard, op, _ in body if guard is None and addr >= first
-            and not any(lo < addr < hi for lo, hi in skipped)]
+    return [op for addr, guard, op, _ in body
+            if guard is None and not any(lo < addr < hi for lo, hi in skipped)]
 
 
 def _step_paths(body: list[tuple[int, str | None, str, str]]) -> tuple[int, int]:
@@ -376,9 +377,9 @@ def _step_paths(body: list[tuple[int, str | None, str, str]]) -> tuple[int, int]
         if fewest[i] == inf:
             continue  # not reached from the top
         target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
-        inside = target is not None and int(target.group(1), 16) in index \
-            and int(target.group(1), 16) > addr
-        nexts = [index[int(target.group(1), 16)]] if inside else []
+        to = int(target.group(1), 16) if target is not None else None
+        inside = to is not None and to > addr and to in index
+        nexts = [index[to]] if inside else []
         if not (inside and guard is None):  # falls through unless it always jumps
             nexts.append(i + 1)
         for j in nexts:
@@ -395,11 +396,10 @@ def mma_loops(sass: str) -> list[dict]:
     partition). Each: first and last address, instructions (and the fewest and the most that
     one step issues, ``step_fewest`` / ``step_most``, along the paths of the loop's forward
     branches: a step skips the code of the branches it does not take), matrix instructions,
-    local loads
-    and stores (spills inside the loop) and how many of those are on every path through a step
-    (``every_step_local_loads`` / ``_stores``: neither predicated nor in code that a forward
-    branch to another place in the loop jumps over, such as a masked tile's branch: the others
-    run only on some steps), shared-memory stores, ``BAR`` barriers, ``MEMBAR``
+    local loads and stores (spills inside the loop) and how many of those are on every path
+    through a step (``every_step_local_loads`` / ``_stores``: neither predicated nor in code
+    that a forward branch to another place in the loop jumps over, such as a masked tile's
+    branch: the others run only on some steps), shared-memory stores, ``BAR`` barriers, ``MEMBAR``
     fences (a ``fence.proxy.async`` before a TMA or MMA reads what the threads stored brings
     one), ``R2UR`` moves to uniform registers (a wgmma descriptor kept in ordinary
     registers takes two at each use), and its warpgroup MMAs' FLOPs and the bytes they read
@@ -415,14 +415,15 @@ def mma_loops(sass: str) -> list[dict]:
             continue
         start = int(target.group(1), 16)
         body = [x for x in lines[:i + 1] if x[0] >= start]
-        always = _every_path([x for x in guarded[:i + 1] if x[0] >= start])
+        guarded_body = [x for x in guarded[:i + 1] if x[0] >= start]
         ops = Counter(o.split(".")[0] for _, o, _ in body)
         mma = sum(ops[n] for n in MMA_OPS)
         # (a wait's retry code sits after the kernel's exits and branches back up to the
         # wait: its span holds an EXIT, a loop's body does not)
         if mma and not any(o == "EXIT" for _, o, _ in body):
             work = [wgmma_work(o, r) for _, o, r in body]  # (FLOPs, bytes) of each
-            fewest, most = _step_paths([x for x in guarded[:i + 1] if x[0] >= start])
+            fewest, most = _step_paths(guarded_body)
+            always = _every_path(guarded_body)
             loops.append({"start": start, "end": addr, "instructions": len(body),
                           "step_fewest": fewest, "step_most": most, "mma": mma,
                           "local_loads": sum(o.startswith("LDL") for _, o, _ in body),
@@ -737,8 +738,8 @@ def run_cli(args) -> int:
                           for x in spilling))
     for x in r["mma_loops"]:
         print(f"  innermost MMA loop {x['start']:#x}-{x['end']:#x}: {x['instructions']} "
-              f"instructions ({x['step_fewest']} to {x['step_most']} a step), {x['mma']} matrix, {x['local_loads']} local loads and "
-              f"{x['local_stores']} local stores ({x['every_step_local_loads']} and "
+              f"instructions ({x['step_fewest']} to {x['step_most']} a step), {x['mma']} matrix, "
+              f"{x['local_loads']} local loads and {x['local_stores']} local stores ({x['every_step_local_loads']} and "
               f"{x['every_step_local_stores']} on every path), "
               f"{x['shared_stores']} shared stores, "
               f"{x['barriers']} barriers, {x['fences']} fences, "

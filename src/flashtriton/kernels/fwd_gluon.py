@@ -229,8 +229,9 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
     """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
     producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
     CONSUMER_WARPS warps (the consumers, CONSUMER_REGS registers a thread: ``consumer_regs``)
-    own BLOCK_M rows each and share every K/V tile (see the module docstring). float8_e4m3fn inputs: V keys-minor (``_ws_producer``), O bfloat16,
-    ``DESCALE`` the q, k, v descales (``_ws_consumer``)."""
+    own BLOCK_M rows each and share every K/V tile (see the module docstring). float8_e4m3fn
+    inputs: V keys-minor (``_ws_producer``), O bfloat16, ``DESCALE`` the q, k, v descales
+    (``_ws_consumer``)."""
     dtype: gl.constexpr = Q.dtype.element_ty
     n_m = gl.cdiv(seqlen_q, CONSUMERS * BLOCK_M)
     pid_m = gl.program_id(0)
