@@ -46,6 +46,20 @@ def check_forward(q, k, v, causal, out, lse, bound):
     assert_lse_close(lse, ref_lse, bound)
 
 
+def check_launch(b, sq, sk, h, hk, d, causal, dtype, blocks, **options):
+    """The Gluon launcher on fresh random q (b, sq, h, d) and k, v (b, sk, hk, d) with
+    ``blocks`` (its positional order) and keyword ``options``, checked by ``check_forward``."""
+    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible
+
+    q = randn(b, sq, h, d, dtype=dtype)
+    k = randn(b, sk, hk, d, dtype=dtype)
+    v = randn(b, sk, hk, d, dtype=dtype)
+    params = make_params(d, causal=causal)
+    assert gluon_eligible(q, k, v, params, None, None, False)
+    out, lse = attn_fwd_gluon(q, k, v, params, *blocks, **options)
+    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
+
+
 def case(b, sq, sk, h, hk, d, causal, dtype, blocks):
     """blocks: (block_m, block_n, warps per consumer, stages, pingpong[, persistent[,
     tile_order]]), the launcher's order."""
@@ -191,15 +205,7 @@ CASES += [
 
 @pytest.mark.parametrize("b,sq,sk,h,hk,d,causal,dtype,blocks", CASES)
 def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blocks):
-    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon, gluon_eligible
-
-    q = randn(b, sq, h, d, dtype=dtype)
-    k = randn(b, sk, hk, d, dtype=dtype)
-    v = randn(b, sk, hk, d, dtype=dtype)
-    params = make_params(d, causal=causal)
-    assert gluon_eligible(q, k, v, params, None, None, False)
-    out, lse = attn_fwd_gluon(q, k, v, params, *blocks)
-    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
+    check_launch(b, sq, sk, h, hk, d, causal, dtype, blocks)
 
 
 @pytest.mark.parametrize("regs", [152])
@@ -213,14 +219,7 @@ def test_gluon_forward_three_consumers_on_fewer_registers(b, sq, sk, h, hk, d, c
     """Three consumers on fewer registers a thread than ``consumer_regs``' 160
     (``attn_fwd_gluon``'s ``regs``; at 152 ptxas spills differently and serializes 16-bit
     MMAs, session 76): the same results, persistent and one program per tile, both masks."""
-    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
-
-    q = randn(b, sq, h, d, dtype=dtype)
-    k = randn(b, sk, hk, d, dtype=dtype)
-    v = randn(b, sk, hk, d, dtype=dtype)
-    params = make_params(d, causal=causal)
-    out, lse = attn_fwd_gluon(q, k, v, params, *blocks, regs=regs)
-    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
+    check_launch(b, sq, sk, h, hk, d, causal, dtype, blocks, regs=regs)
 
 
 @pytest.mark.parametrize("d,causal,dtype,blocks", [
@@ -440,11 +439,4 @@ def test_gluon_forward_half_last_key_tile(b, sq, sk, h, hk, d, causal, dtype, bl
     exponentiates half the keys (``fwd_gluon_tile._half_tail``); out and lse as the float64
     reference's either way, also without a mask, where only a last tile at most half full
     takes the half step."""
-    from flashtriton.kernels.fwd_gluon import attn_fwd_gluon
-
-    q = randn(b, sq, h, d, dtype=dtype)
-    k = randn(b, sk, hk, d, dtype=dtype)
-    v = randn(b, sk, hk, d, dtype=dtype)
-    params = make_params(d, causal=causal)
-    out, lse = attn_fwd_gluon(q, k, v, params, *blocks, half_tail=half)
-    check_forward(q, k, v, causal, out, lse, lse_bound(d, dtype))
+    check_launch(b, sq, sk, h, hk, d, causal, dtype, blocks, half_tail=half)
