@@ -455,7 +455,7 @@ def test_gluon_persistent_forward_d256_fits_an_sm():
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gluon_persistent_forward_entry_compiles(head_dim):
-    """The persistent Gluon forward (opt-in): no serialized warpgroup MMAs, no spills, TMA loads
+    """The persistent Gluon forward (16-bit): no serialized warpgroup MMAs, no spills, TMA loads
     through its rank-4 descriptors."""
     r = _sass("--kernel", "gluon_fwd_persistent", "--headdim", str(head_dim))
     assert r["kernel"] == "_attn_fwd_persistent" and not r["wgmma_serialized"]
@@ -686,7 +686,7 @@ def test_forward_ring_releases_per_kernel():
     persistent kernel on two consumers, every thread arrives by itself on K's and V's empty
     barriers (which count 2 x 128 arrivals) and no consumer arrives by one thread (the two
     one-thread arrivals there are the producer's, on the Q barrier of a consumer of rows
-    before row 0, ``fwd_gluon._load_q``); on three consumers K by every thread (3 x 128), V by
+    before row 0, ``fwd_gluon_persistent._load_q``); on three consumers K by every thread (3 x 128), V by
     one thread per consumer (3); the one program per tile kernel by one thread for both (2),
     with no per-thread arrival."""
     (c2_own, c2_one, c2_counts), (c3_own, c3_one, c3_counts), (ws_own, ws_one, ws_counts) = (

@@ -212,9 +212,10 @@ KERNELS: dict[str, SassEntry] = {
                                _gluon_fwd_fp8(False), "_attn_fwd_ws", dtype="float8_e4m3fn",
                                takes_regs=True),
     "gluon_fwd_fp8_persistent": SassEntry(
-        "the persistent Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon.py)",
+        "the persistent Gluon forward on float8_e4m3fn inputs (kernels/fwd_gluon_persistent.py)",
         _gluon_fwd_fp8(True), "_attn_fwd_persistent", dtype="float8_e4m3fn", takes_regs=True),
-    "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, opt-in (kernels/fwd_gluon.py)",
+    "gluon_fwd_persistent": SassEntry("the persistent Gluon forward, 16-bit "
+                                      "(kernels/fwd_gluon_persistent.py)",
                                       _gluon_fwd(True), "_attn_fwd_persistent", takes_regs=True),
     "gluon_bwd": SassEntry("the Gluon dK/dV kernel, dQ by TMA reductions (kernels/bwd_gluon.py)",
                            _gluon_bwd, "_attn_bwd_ws"),

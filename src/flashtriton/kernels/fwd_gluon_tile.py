@@ -2,8 +2,10 @@
 against a tile of work's K/V tiles with the online softmax (``_attend_tile``), the softmax
 step and its mask, O's rescale (skipped by a warp whose rows keep their max: the max moves
 only by more than ``RESCALE_SLACK``), P's conversion for the P·V product, the optional row sums
-on the tensor cores (``ROWSUM_MMA``), and the final normalization. The kernels, their
-partitions, the producers and the launcher are in fwd_gluon.py.
+on the tensor cores (``ROWSUM_MMA``), and the final normalization; and what both kernels'
+partitions share (the K/V rings' barriers, the first ping-pong turn, a half last key tile).
+The one-program-per-tile kernel, its partitions and the launcher are in fwd_gluon.py, the
+persistent kernel in fwd_gluon_persistent.py.
 
 The skipped rescale and the normalization by a reciprocal, in an A/B against the rescale of every
 step and a division per value (docs/perf-log.md, session 27): +1.2 to +4.4% in the 12 forward
@@ -32,7 +34,7 @@ TURN_BARRIER = gl.constexpr(8)
 @gluon.jit
 def _release(empty, OWN: gl.constexpr):
     """A consumer's release of a K or V ring slot on its empty barrier (which
-    ``fwd_gluon._ring_barriers`` counts as the consumers arrive there). ``OWN``: each thread arrives
+    ``_ring_barriers`` counts as the consumers arrive there). ``OWN``: each thread arrives
     once, after its own wait for the products that read the slot
     (``cp.async.mbarrier.arrive.noinc``, which counts once the thread's earlier ``cp.async``
     copies are done: the consumers issue none, so at once). Otherwise one thread arrives for
@@ -630,3 +632,50 @@ def _ones_tile(ROWSUM_MMA: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.conste
         return ones
     else:
         return stand_in
+
+
+# What both forward kernels' partitions share (fwd_gluon.py's and fwd_gluon_persistent.py's)
+
+@gluon.jit
+def _first_turn(turn, WG: gl.constexpr):
+    """With ping-pong (``turn``'s shape: one entry per consumer), the last consumer hands the
+    first consumer its first turn as the partitions start."""
+    CONSUMERS: gl.constexpr = turn.type.shape[0]
+    if CONSUMERS > 1:
+        if WG == CONSUMERS - 1:
+            _turn(0, True)
+
+
+@gluon.jit
+def _half_last(n_own, rows_end, seqlen_k, shift, BLOCK_N: gl.constexpr, HALF_TAIL):
+    """``_attend_tile``'s ``n_half``: 1 where a consumer's rows (up to ``rows_end``) see only
+    the first half of their last own key tile and it is not their only one, else 0; the
+    constant 0 without ``HALF_TAIL`` (the launch's constexpr, which arrives here as a
+    constant i1: the branch, and with it the half step, are compiled away)."""
+    n_half = n_own * 0
+    if HALF_TAIL:
+        visible = gl.minimum(seqlen_k, gl.maximum(rows_end + shift, 0)) - (n_own - 1) * BLOCK_N
+        n_half = ((n_own > 1) & (visible <= BLOCK_N // 2)).to(gl.int32)
+    return n_half
+
+
+@gluon.jit
+def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
+                   K_ARRIVALS: gl.constexpr, V_ARRIVALS: gl.constexpr):
+    """The K/V rings' ready / empty mbarriers (empty: K_ARRIVALS / V_ARRIVALS per consumer, 1
+    or its thread count: ``fwd_gluon_tile._release``), and ``turn``:
+    a buffer never read, [consumers, 1] with ping-pong and [1, 1] without, whose shape tells
+    the consumers how many take turns (constexprs do not reach the partitions, a buffer's
+    shape does; the turns themselves run on named barriers, ``fwd_gluon_tile._turn``)."""
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS * K_ARRIVALS)
+        mbarrier.init(v_empty.index(i), count=CONSUMERS * V_ARRIVALS)
+    TURNS: gl.constexpr = CONSUMERS if PINGPONG else 1
+    turn = gl.allocate_shared_memory(gl.int64, [TURNS, 1], mbarrier.MBarrierLayout())
+    return k_ready, k_empty, v_ready, v_empty, turn
