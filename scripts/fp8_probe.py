@@ -27,7 +27,7 @@ instructions a step; slower than ``fp8_gluon_pers3`` in session 75).
 ``--three-stages``: time ``fp8_gluon_three`` at each of these ring depths (rows
 ``fp8_gluon_three@sN``) instead of ``THREE``'s. ``--regs 160,152``: time each three-consumer
 kernel-only provider (block_m 192) at each of these registers a consumer thread (rows
-``NAME@rN``; ``fwd_gluon.attn_fwd_gluon``'s ``regs``) instead of ``consumer_regs``'s default.
+``NAME@rN``; ``fwd_gluon.attn_fwd_gluon``'s ``regs``) instead of ``fwd_gluon.CONSUMER_REGS``'s.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main(argv=None):
                     help="comma-separated ring depths for fp8_gluon_three (default: THREE's)")
     ap.add_argument("--regs", default=None,
                     help="comma-separated registers a consumer thread for the three-consumer "
-                         "kernel-only providers (default: fwd_gluon.consumer_regs's)")
+                         "kernel-only providers (default: fwd_gluon.CONSUMER_REGS's)")
     args = ap.parse_args(argv)
     regs = [int(x) for x in args.regs.split(",")] if args.regs else None
     three_stages = [int(x) for x in args.three_stages.split(",")] if args.three_stages else None

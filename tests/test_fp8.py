@@ -190,7 +190,7 @@ def test_gluon_fp8_forward(b, sq, sk, h, hk, d, causal, blocks):
         "b2-sq777-sk901-d64"])
 def test_gluon_fp8_three_consumers_on_fewer_registers(b, sq, sk, h, hk, d, causal, blocks,
                                                       regs):
-    """Three float8 consumers on fewer registers a thread than ``consumer_regs``' 160
+    """Three float8 consumers on fewer registers a thread than ``CONSUMER_REGS``' 160
     (``attn_fwd_gluon``'s ``regs``; at 152 ptxas spills less a step, session 76): the same
     results, persistent and one program per tile."""
     (q8, k8, v8), descales, deq = quantized_inputs(b, sq, sk, h, hk, d)

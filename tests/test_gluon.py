@@ -216,7 +216,7 @@ def test_gluon_forward_matches_reference(b, sq, sk, h, hk, d, causal, dtype, blo
 ])
 def test_gluon_forward_three_consumers_on_fewer_registers(b, sq, sk, h, hk, d, causal, dtype,
                                                           blocks, regs):
-    """Three consumers on fewer registers a thread than ``consumer_regs``' 160
+    """Three consumers on fewer registers a thread than ``CONSUMER_REGS``' 160
     (``attn_fwd_gluon``'s ``regs``; at 152 ptxas spills differently and serializes 16-bit
     MMAs, session 76): the same results, persistent and one program per tile, both masks."""
     check_launch(b, sq, sk, h, hk, d, causal, dtype, blocks, regs=regs)

@@ -170,20 +170,23 @@ def test_gluon_float8_three_consumer_persistent_forward_compiles():
     for loop in r["mma_loops"]:
         assert loop["shared_stores"] == 0 and loop["opcodes"]["QGMMA"] == loop["mma"], loop
         assert loop["local_loads"] <= 9 and loop["local_stores"] <= 9, loop
+        # all on every path through a step (P's float16 pairs across the back edge)
+        assert loop["every_step_local_loads"] <= 9 and loop["every_step_local_stores"] <= 9
 
 
 @pytest.mark.parametrize("entry, causal, regs, per_step", [
-    ("gluon_fwd_fp8_persistent", False, 160, 9), ("gluon_fwd_fp8_persistent", False, 152, 4),
+    ("gluon_fwd_fp8_persistent", False, 152, 4),
     ("gluon_fwd_fp8_persistent", True, 160, 9), ("gluon_fwd_fp8_persistent", True, 152, 4),
     ("gluon_fwd_persistent", True, 160, 13), ("gluon_fwd_persistent", False, 160, 5),
 ])
 def test_three_consumers_spill_by_registers(entry, causal, regs, per_step):
     """The d64 three-consumer persistent forwards at 160 registers a consumer thread (what
-    ships, ``fwd_gluon.consumer_regs``), and float8's at 152 (``--regs``, the candidate of
-    session 76): MMAs not serialized, and local loads and stores a step no more than ptxas
-    gave then, both masks. At 152 float8 spills less a step; bf16 is not a candidate there:
-    ptxas serializes its warpgroup MMAs at 152 (both masks, session 76). bf16's spills at 160
-    are all in the masked tiles' branch; float8's are on every path."""
+    ships, ``fwd_gluon.CONSUMER_REGS``; float8 without a mask: the test above), and float8's
+    at 152 (``--regs``, the candidate of session 76): MMAs not serialized, and local loads and
+    stores a step no more than ptxas gave then, both masks. At 152 float8 spills less a step;
+    bf16 is not a candidate there: ptxas serializes its warpgroup MMAs at 152 (both masks,
+    session 76). bf16's spills at 160 are all in the masked tiles' branch; float8's are on
+    every path."""
     args = ["--kernel", entry, "--headdim", "64", "--block-m", "192", "--regs", str(regs)]
     r = _sass(*args, *(["--causal"] if causal else []))
     assert r["constexprs"]["CONSUMERS"] == 3 and r["constexprs"]["CAUSAL"] is causal

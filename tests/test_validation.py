@@ -111,18 +111,13 @@ def test_gluon_forward_rejects_consumer_regs(block_m, regs):
 
 
 def test_consumer_regs_default():
-    """Two consumers run on 240 registers a thread, three on 160 (float8 or not, causal or
-    not), and every default leaves the producer warpgroup its floor."""
-    from flashtriton.kernels.fwd_gluon import (PRODUCER_MIN_REGS, SM_REGISTERS,
-                                               consumer_regs)
+    """Two consumers run on 240 registers a thread, three on 160, and each default leaves the
+    producer warpgroup its floor."""
+    from flashtriton.kernels.fwd_gluon import CONSUMER_REGS, PRODUCER_MIN_REGS, SM_REGISTERS
 
-    for fp8 in (False, True):
-        for causal in (False, True):
-            assert consumer_regs(2, fp8, causal) == 240
-            assert consumer_regs(3, fp8, causal) == 160
-    for n in (2, 3):
-        left = SM_REGISTERS - n * 128 * consumer_regs(n, False, False)
-        assert left >= 128 * PRODUCER_MIN_REGS
+    assert CONSUMER_REGS == {2: 240, 3: 160}
+    for n, regs in CONSUMER_REGS.items():
+        assert SM_REGISTERS - n * 128 * regs >= 128 * PRODUCER_MIN_REGS
 
 
 def test_gluon_launchers_reject_unknown_options():

@@ -104,7 +104,7 @@ class KernelConfig:
     #                               "greedy[N]", a host-made table of each program's tiles
     #                               (kernels/schedule.py); None: the launcher's default
     regs: int | None = None  # Gluon forward: a thread's registers on each consumer warpgroup;
-    #                          None: fwd_gluon.consumer_regs's (240 on two, 160 on three)
+    #                          None: fwd_gluon.CONSUMER_REGS's (240 on two, 160 on three)
 
 
 # Every sweep named below was timed with do_bench's 25 ms warm-up, before session 9 found that

@@ -348,6 +348,12 @@ def wgmma_work(op: str, operands: str) -> tuple[int, int]:
     return 2 * m * n * k, (n * k + (0 if a_in_registers else m * k)) * size
 
 
+def _branch_target(op: str, operands: str) -> int | None:
+    """A ``BRA``'s target address, None for any other instruction."""
+    target = re.search(r"0x([0-9a-f]+)", operands) if op.startswith("BRA") else None
+    return None if target is None else int(target.group(1), 16)
+
+
 def _every_path(body: list[tuple[int, str | None, str, str]]) -> list[str]:
     """The opcodes of a loop body's (``guarded_instructions``, the loop's back branch last)
     instructions that run on every path through one iteration: not predicated, and not between
@@ -357,9 +363,9 @@ def _every_path(body: list[tuple[int, str | None, str, str]]) -> list[str]:
     last = body[-1][0]
     skipped = []
     for addr, _, op, rest in body[:-1]:
-        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
-        if target is not None and addr < int(target.group(1), 16) <= last:
-            skipped.append((addr, int(target.group(1), 16)))
+        to = _branch_target(op, rest)
+        if to is not None and addr < to <= last:
+            skipped.append((addr, to))
     return [op for addr, guard, op, _ in body
             if guard is None and not any(lo < addr < hi for lo, hi in skipped)]
 
@@ -377,8 +383,7 @@ def _step_paths(body: list[tuple[int, str | None, str, str]]) -> tuple[int, int]
     for i, (addr, guard, op, rest) in enumerate(body[:-1]):
         if fewest[i] == inf:
             continue  # not reached from the top
-        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
-        to = int(target.group(1), 16) if target is not None else None
+        to = _branch_target(op, rest)
         inside = to is not None and to > addr and to in index
         nexts = [index[to]] if inside else []
         if not (inside and guard is None):  # falls through unless it always jumps
@@ -411,10 +416,9 @@ def mma_loops(sass: str) -> list[dict]:
     lines = [(addr, op, rest) for addr, _, op, rest in guarded]
     loops = []
     for i, (addr, op, rest) in enumerate(lines):
-        target = re.search(r"0x([0-9a-f]+)", rest) if op.startswith("BRA") else None
-        if target is None or int(target.group(1), 16) >= addr:
+        start = _branch_target(op, rest)
+        if start is None or start >= addr:
             continue
-        start = int(target.group(1), 16)
         body = [x for x in lines[:i + 1] if x[0] >= start]
         guarded_body = [x for x in guarded[:i + 1] if x[0] >= start]
         ops = Counter(o.split(".")[0] for _, o, _ in body)
@@ -624,7 +628,7 @@ def sass_report(name: str = "production_fwd", dtype: str = "bfloat16", head_dim:
     ``loads="tma"``: the kernel as the H200 runs it; ``"pointer"``: the pointer-load fallback.
     ``allow_tf32``: float32 dots in tf32 (the default is true fp32, as the library's).
     ``causal``: the causal kernel; ``regs``: the Gluon forward's registers a consumer thread
-    (None: the launcher's ``consumer_regs``)."""
+    (None: the launcher's ``CONSUMER_REGS``)."""
     import torch
 
     from flashtriton.kernels.common import is_interpreting

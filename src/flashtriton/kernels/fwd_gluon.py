@@ -184,7 +184,7 @@ def _attn_fwd_ws(Q, K, V, O, LSE,
                  HALF_TAIL: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     """One program per CONSUMERS·BLOCK_M query rows of a head: the default partition (the
     producer) fills the K/V rings by TMA; CONSUMERS (2 or 3) worker partitions of
-    CONSUMER_WARPS warps (the consumers, CONSUMER_REGS registers a thread: ``consumer_regs``)
+    CONSUMER_WARPS warps (the consumers, CONSUMER_REGS registers a thread)
     own BLOCK_M rows each and share every K/V tile (see the module docstring). float8_e4m3fn
     inputs: V keys-minor (``_ws_producer``), O bfloat16, ``DESCALE`` the q, k, v descales
     (``_ws_consumer``)."""
@@ -308,20 +308,15 @@ FP8_ROWSUM_MMA_HEAD_DIMS: tuple[int, ...] = (64, 128)
 # floor): the producer warpgroup takes what the consumers leave, and needs this much.
 SM_REGISTERS = 65536
 PRODUCER_MIN_REGS = 24
-
-
-def consumer_regs(consumers: int, fp8: bool, causal: bool) -> int:
-    """A thread's registers on each consumer warpgroup (4 warps) of the Gluon forward: 240 on
-    two consumers (the producer warpgroup keeps 32), 160 on three (the most that leaves the
-    producer its floor, ``PRODUCER_MIN_REGS``). ``fp8`` and ``causal`` choose nothing yet.
-    Offline at d64 (sm_90a, docs/perf-log.md, session 76), local loads / stores a step at 160
-    against 152: float8 persistent 9 / 9 against 4 / 4 (both masks), float8 one program per
-    tile 3 / 3 against 3 / 1; bf16 persistent 13 / 13 against 10 / 10 causal, 5 / 5 against
-    10 / 10 without a mask, but at 152 ptxas serializes bf16's warpgroup MMAs (both masks).
-    At 144 every one of them spills more. float8 at 152 is not yet run on a GPU: a candidate
-    (``attn_fwd_gluon``'s ``regs``, ``scripts/fp8_probe.py --regs``)."""
-    del fp8, causal  # (see above)
-    return 240 if consumers == 2 else 160
+# A thread's registers on each consumer warpgroup (4 warps), by the number of consumers: on
+# three, 160 is the most that leaves the producer its floor. Offline at d64 (sm_90a,
+# docs/perf-log.md, session 76), local loads / stores a step at 160 against 152: float8
+# persistent 9 / 9 against 4 / 4 (both masks), float8 one program per tile 3 / 3 against
+# 3 / 1; bf16 persistent 13 / 13 against 10 / 10 causal, 5 / 5 against 10 / 10 without a mask,
+# but at 152 ptxas serializes bf16's warpgroup MMAs (both masks); at 144 every one spills
+# more. float8 at 152 is not yet run on a GPU: a candidate (``attn_fwd_gluon``'s ``regs``,
+# ``scripts/fp8_probe.py --regs``).
+CONSUMER_REGS = {2: 240, 3: 160}
 
 
 def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_warps: int = 4,
@@ -352,7 +347,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     cores they are of P as rounded to e4m3, the weights P·V gives V, so the lse is within
     log(1 + 2^-4) more, and P is taken against the max less ``fwd_gluon_tile.FP8_P_SHIFT``.
     V is copied keys-minor (``fp8_keys_minor``).
-    ``regs``: a thread's registers on each consumer, by default ``consumer_regs``'s; a
+    ``regs``: a thread's registers on each consumer, by default ``CONSUMER_REGS``'s; a
     multiple of 8 that leaves the producer warpgroup ``PRODUCER_MIN_REGS``.
     q (B, Sq, H, D), k/v (B, Sk, Hk, D); returns (o, lse) like ``kernels.fwd.attn_fwd``."""
     consumers = 3 if block_m == 192 else 2
@@ -365,7 +360,7 @@ def attn_fwd_gluon(q, k, v, params, block_m: int = 128, block_n: int = 128, num_
     fp8 = q.dtype == torch.float8_e4m3fn
     causal = params.window_right == 0
     if regs is None:
-        regs = consumer_regs(consumers, fp8, causal)
+        regs = CONSUMER_REGS[consumers]
     elif (regs % 8 or regs < PRODUCER_MIN_REGS
           or consumers * num_warps * 32 * regs > SM_REGISTERS - 4 * 32 * PRODUCER_MIN_REGS):
         raise ValueError(f"attn_fwd_gluon: regs={regs} on {consumers} consumers of {num_warps} "

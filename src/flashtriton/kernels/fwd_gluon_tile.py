@@ -663,10 +663,10 @@ def _half_last(n_own, rows_end, seqlen_k, shift, BLOCK_N: gl.constexpr, HALF_TAI
 def _ring_barriers(STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMERS: gl.constexpr,
                    K_ARRIVALS: gl.constexpr, V_ARRIVALS: gl.constexpr):
     """The K/V rings' ready / empty mbarriers (empty: K_ARRIVALS / V_ARRIVALS per consumer, 1
-    or its thread count: ``fwd_gluon_tile._release``), and ``turn``:
+    or its thread count: ``_release``), and ``turn``:
     a buffer never read, [consumers, 1] with ping-pong and [1, 1] without, whose shape tells
     the consumers how many take turns (constexprs do not reach the partitions, a buffer's
-    shape does; the turns themselves run on named barriers, ``fwd_gluon_tile._turn``)."""
+    shape does; the turns themselves run on named barriers, ``_turn``)."""
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
